@@ -1,0 +1,20 @@
+"""Completion tracking and its storage; knows nothing of Beam."""
+
+from beam_curator.checkpoint.ledger import CreditLedger, union_complete
+from beam_curator.checkpoint.store import (
+    METADATA_DIR,
+    CheckpointBusyError,
+    CheckpointStatus,
+    CheckpointStore,
+    open_store,
+)
+
+__all__ = [
+    "METADATA_DIR",
+    "CheckpointBusyError",
+    "CheckpointStatus",
+    "CheckpointStore",
+    "CreditLedger",
+    "open_store",
+    "union_complete",
+]

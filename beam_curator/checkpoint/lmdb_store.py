@@ -1,0 +1,194 @@
+"""Completion marks in LMDB files: one per writing process, unioned at start-up.
+
+Layout: ``<path>/.beam_curator_metadata/<hostname>-<pid>.mdb`` (plus a
+``.lock`` file the writer holds with ``flock`` while it lives). Keys:
+``d/<source>`` marks a partition this writer saw finish; ``c/<source>/<task>``
+holds a credit returned here for a partition not (yet) finished here, so a
+partition whose descendants ran on several workers completes when the
+writers' credits are summed at the next start-up.
+
+py-lmdb refuses to open one file twice in a process, so open environments
+live in this module's registry (importable from every worker), not in the
+store objects that are pickled into DoFns.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import glob
+import logging
+import os
+import shutil
+import threading
+from fractions import Fraction
+from typing import Iterator, Mapping
+
+import lmdb
+
+from beam_curator.checkpoint.ledger import CreditLedger, union_complete
+from beam_curator.checkpoint.store import (
+    METADATA_DIR,
+    CheckpointBusyError,
+    CheckpointStatus,
+    CheckpointStore,
+    writer_name,
+)
+
+logger = logging.getLogger(__name__)
+
+_DONE = b"d/"
+_CREDIT = b"c/"
+
+
+class _Writer:
+    """This process's LMDB file for one checkpoint folder."""
+
+    def __init__(self, metadata_dir: str, map_size: int) -> None:
+        os.makedirs(metadata_dir, exist_ok=True)
+        self.pid = os.getpid()
+        self.file = os.path.join(metadata_dir, f"{writer_name()}.mdb")
+        self._lock_file = open(self.file + ".lock", "w")
+        fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # lock=False: only this process writes the file and readers open it
+        # read-only; sync/metasync make every commit durable.
+        self.env = lmdb.open(self.file, subdir=False, map_size=map_size, lock=False, sync=True, metasync=True)
+        self.ledger = CreditLedger()
+        self.mutex = threading.Lock()
+
+    def record(self, task_id: str, credits: Mapping[str, Fraction]) -> list[str]:
+        with self.mutex:
+            finished = self.ledger.add(task_id, credits)
+            with self.env.begin(write=True) as txn:
+                for source, share in credits.items():
+                    if source not in finished and source not in self.ledger.complete:
+                        key = _CREDIT + f"{source}/{task_id}".encode()
+                        txn.put(key, f"{share.numerator}/{share.denominator}".encode())
+                for source in finished:
+                    txn.put(_DONE + source.encode(), b"")
+                    _delete_prefix(txn, _CREDIT + f"{source}/".encode())
+            return finished
+
+    def close(self) -> None:
+        self.env.close()
+        self._lock_file.close()
+
+
+def _delete_prefix(txn: lmdb.Transaction, prefix: bytes) -> None:
+    cursor = txn.cursor()
+    if cursor.set_range(prefix):
+        while cursor.key().startswith(prefix):
+            if not cursor.delete():
+                break
+
+
+_writers: dict[str, _Writer] = {}
+_registry_lock = threading.Lock()
+
+
+def _writer_for(metadata_dir: str, map_size: int) -> _Writer:
+    key = os.path.abspath(metadata_dir)
+    with _registry_lock:
+        writer = _writers.get(key)
+        if writer is None or writer.pid != os.getpid():  # a forked child needs its own file
+            writer = _writers[key] = _Writer(key, map_size)
+        return writer
+
+
+def _close_writer(metadata_dir: str) -> None:
+    with _registry_lock:
+        writer = _writers.pop(os.path.abspath(metadata_dir), None)
+        if writer is not None and writer.pid == os.getpid():
+            writer.close()
+
+
+def _read_rows(env: lmdb.Environment) -> Iterator[tuple[bytes, bytes]]:
+    with env.begin() as txn:
+        yield from txn.cursor()
+
+
+class LmdbCheckpointStore(CheckpointStore):
+    """The default store for local and shared POSIX folders."""
+
+    def __init__(self, path: str, map_size: int = 1 << 30) -> None:
+        super().__init__(path)
+        self.map_size = map_size
+        self.metadata_dir = os.path.join(path, METADATA_DIR)
+
+    def check_writable(self) -> None:
+        try:
+            os.makedirs(self.metadata_dir, exist_ok=True)
+            probe = os.path.join(self.metadata_dir, f".probe-{os.getpid()}")
+            with open(probe, "w") as handle:
+                handle.write("ok")
+            os.remove(probe)
+        except OSError as error:
+            raise PermissionError(
+                f"checkpoint folder {self.metadata_dir} is not writable ({error.strerror}); "
+                "choose another checkpoint_path or fix its permissions"
+            ) from error
+
+    def writer_files(self) -> list[str]:
+        return sorted(glob.glob(os.path.join(self.metadata_dir, "*.mdb")))
+
+    def _scan(self) -> tuple[set[str], list[tuple[str, str, Fraction]], list[str]]:
+        done: set[str] = set()
+        partials: list[tuple[str, str, Fraction]] = []
+        unreadable: list[str] = []
+        own = _writers.get(os.path.abspath(self.metadata_dir))
+        for file in self.writer_files():
+            try:
+                if own is not None and own.pid == os.getpid() and own.file == file:
+                    rows = list(_read_rows(own.env))
+                else:
+                    env = lmdb.open(file, subdir=False, readonly=True, lock=False, map_size=self.map_size)
+                    try:
+                        rows = list(_read_rows(env))
+                    finally:
+                        env.close()
+                for key, value in rows:
+                    if key.startswith(_DONE):
+                        done.add(key[len(_DONE):].decode())
+                    elif key.startswith(_CREDIT):
+                        source, task_id = key[len(_CREDIT):].decode().split("/", 1)
+                        partials.append((source, task_id, Fraction(value.decode())))
+            except (lmdb.Error, UnicodeDecodeError, ValueError) as error:
+                logger.warning("skipping unreadable checkpoint file %s: %s", file, error)
+                unreadable.append(file)
+        return done, partials, unreadable
+
+    def completed(self) -> set[str]:
+        done, partials, _ = self._scan()
+        return union_complete(done, partials)
+
+    def record(self, task_id: str, credits: Mapping[str, Fraction]) -> list[str]:
+        return _writer_for(self.metadata_dir, self.map_size).record(task_id, credits)
+
+    def _live_writers(self) -> list[str]:
+        live = []
+        for lock_path in sorted(glob.glob(os.path.join(self.metadata_dir, "*.mdb.lock"))):
+            with open(lock_path, "a") as handle:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    live.append(lock_path[: -len(".lock")])
+        return live
+
+    def status(self) -> CheckpointStatus:
+        done, partials, unreadable = self._scan()
+        return CheckpointStatus(
+            path=self.path,
+            completed=len(union_complete(done, partials)),
+            writer_files=self.writer_files(),
+            unreadable_files=unreadable,
+            live_writers=self._live_writers(),
+        )
+
+    def reset(self, force: bool = False) -> None:
+        _close_writer(self.metadata_dir)
+        live = self._live_writers()
+        if live and not force:
+            raise CheckpointBusyError(
+                f"checkpoint {self.path} is in use by running writers ({', '.join(live)}); "
+                "stop that run first, or reset with force=True (--force) if it is dead"
+            )
+        shutil.rmtree(self.metadata_dir, ignore_errors=True)

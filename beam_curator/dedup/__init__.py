@@ -1,0 +1,1 @@
+"""Deduplication stages; the numeric kernels live in subpackages and know nothing of Beam."""

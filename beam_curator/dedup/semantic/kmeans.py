@@ -1,0 +1,411 @@
+"""K-means for semantic deduplication: fit on a sample, assign every embedding in parallel.
+
+Design trade-off. Semantic dedup only needs k-means to split millions of
+embeddings into clusters small enough for an exact pairwise pass; it does not
+need the best possible centroids. So the fit runs on one machine over a seeded
+uniform sample capped at ``max_sample_bytes``, and the assignment of *all*
+embeddings is a separate, stateless, chunked step (:func:`assign`) that Beam
+workers run in parallel, each on its own shard.
+
+The alternative, distributed Lloyd (every iteration a map over all shards plus
+a reduce of per-cluster sums), would use all the data for every centroid
+update, but costs one full pass over the dataset, a shuffle and a barrier per
+iteration, and tens to hundreds of iterations; a failed worker stalls them all.
+A uniform sample of a few hundred points per cluster already estimates each
+centroid to within the noise that matters for grouping near-duplicates, the
+fit fits in one GPU's (or host's) memory, and the data is read exactly twice
+(sample + assignment), both embarrassingly parallel and resumable.
+
+Backends share one results contract (seeded, k-means++ family of
+initialisations, same meaning of ``tol``, inertia of the returned centroids):
+
+* ``"cuml"``: ``cuml.cluster.KMeans`` with ``init="scalable-k-means++"`` (the
+  parallel k-means|| variant) on an NVIDIA GPU.
+* ``"torch"``: greedy k-means++ then Lloyd iterations as blocked matrix
+  products, on CUDA when available, else on the CPU.
+
+``tol``: cuML stops when the summed squared movement of all centroids in one
+iteration falls below ``tol``; its C++ core (RAFT) can also stop when the
+relative inertia improvement ``(prev - cur) / prev`` falls below ``tol``
+(``inertia_check``), which cuML's Python class leaves off. The torch backend
+applies both tests and stops at whichever fires first: the inertia test is
+scale-free, so one ``tol`` means the same on unit vectors of any dimension.
+``tol <= 0`` disables early stopping (exactly ``max_iter`` iterations), which
+benchmarks use to compare equal work.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+
+Backend = Literal["auto", "cuml", "torch"]
+
+# k-means++ seeds from at most this many points per cluster: seeding is
+# O(k * trials * rows * d), so on all rows it would cost more than the Lloyd
+# iterations themselves, while a few dozen points per cluster already place
+# one seed in each dense region.
+_INIT_ROWS_PER_CLUSTER = 32
+# Elements of the (rows x k) distance block computed at once during the fit:
+# small enough to stay in the CPU caches, large enough to keep a GPU busy.
+_CPU_BLOCK_ELEMS = 1 << 20
+_GPU_BLOCK_ELEMS = 1 << 26
+_EPS = 1e-12
+
+
+@dataclass(frozen=True)
+class KMeansModel:
+    """A fitted model.
+
+    ``inertia`` is the sum of squared L2 distances from each fitted row to its
+    nearest centroid in ``centroids``; with a byte budget it covers only the
+    ``n_fit_rows`` sampled rows.
+    """
+
+    centroids: np.ndarray
+    n_iter: int
+    inertia: float
+    backend: str
+    n_fit_rows: int
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """Nearest and second-nearest centroid of each row (nearest in squared L2,
+    the k-means objective). Distances are float32; ``*_l2_*`` are Euclidean,
+    ``*_cosine_*`` are ``1 - cosine similarity``. With one centroid the second
+    label is -1 and its distances +inf."""
+
+    labels: np.ndarray
+    l2_dist_to_cent: np.ndarray
+    cosine_dist_to_cent: np.ndarray
+    second_labels: np.ndarray
+    second_l2_dist: np.ndarray
+    second_cosine_dist: np.ndarray
+
+
+def fit_kmeans(
+    x: np.ndarray,
+    n_clusters: int,
+    *,
+    max_iter: int = 300,
+    tol: float = 1e-4,
+    seed: int = 42,
+    backend: Backend = "auto",
+    device: str | torch.device | None = None,
+    max_sample_bytes: int | None = None,
+) -> KMeansModel:
+    """Fit ``n_clusters`` centroids to the rows of ``x`` (n, d).
+
+    ``x`` may be a ``np.memmap``: with ``max_sample_bytes`` only the sampled
+    rows are read. The sample is at most ``max_sample_bytes`` of float32 rows,
+    drawn uniformly without replacement with ``seed``. ``backend="auto"``
+    picks cuML when it is installed and a CUDA GPU is visible, else torch.
+    ``device`` (e.g. ``"cuda:1"``, ``"cpu"``) defaults to the first GPU when
+    there is one.
+    """
+    _check_matrix(x, "x")
+    n, d = x.shape
+    if isinstance(n_clusters, bool) or not isinstance(n_clusters, (int, np.integer)) or n_clusters < 1:
+        raise ValueError(f"n_clusters must be a positive integer, got {n_clusters!r}")
+    if n_clusters > n:
+        raise ValueError(
+            f"n_clusters={n_clusters} is more than the {n} embeddings to cluster; "
+            f"pass n_clusters <= {n} (or cluster more embeddings)"
+        )
+    if max_iter < 0:
+        raise ValueError(f"max_iter must be >= 0, got {max_iter}")
+    sample = _budgeted_sample(x, int(n_clusters), max_sample_bytes, seed)
+    chosen = _resolve_backend(backend)
+    if chosen == "cuml":
+        return _fit_cuml(sample, int(n_clusters), max_iter, tol, seed, device)
+    return _fit_torch(sample, int(n_clusters), max_iter, tol, seed, _torch_device(device))
+
+
+def assign(
+    x: np.ndarray,
+    centroids: np.ndarray,
+    *,
+    device: str | torch.device | None = None,
+    chunk_rows: int = 65536,
+) -> Assignment:
+    """Nearest and second-nearest centroid of every row of ``x``.
+
+    Rows are independent, so a worker can call this on any shard and the
+    results concatenate to those of one call over all rows. Peak memory is
+    about ``chunk_rows * len(centroids) * 4`` bytes besides the outputs.
+    """
+    _check_matrix(x, "x")
+    _check_matrix(centroids, "centroids")
+    if x.shape[1] != centroids.shape[1]:
+        raise ValueError(
+            f"x has {x.shape[1]} dimensions but the centroids have {centroids.shape[1]}; "
+            "assign embeddings from the same model the centroids were fitted on"
+        )
+    if chunk_rows < 1:
+        raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
+    dev = _torch_device(device)
+    cent = torch.from_numpy(np.ascontiguousarray(centroids, dtype=np.float32)).to(dev)
+    k = cent.shape[0]
+    cent_sq = (cent * cent).sum(1)
+    n = x.shape[0]
+    out = {
+        "labels": np.empty(n, np.int32),
+        "l2": np.empty(n, np.float32),
+        "cos": np.empty(n, np.float32),
+        "labels2": np.full(n, -1, np.int32),
+        "l2_2": np.full(n, np.inf, np.float32),
+        "cos2": np.full(n, np.inf, np.float32),
+    }
+    for start in range(0, n, chunk_rows):
+        stop = min(start + chunk_rows, n)
+        rows = torch.from_numpy(np.ascontiguousarray(x[start:stop], dtype=np.float32)).to(dev)
+        rows_sq = (rows * rows).sum(1)
+        # ||x||^2 is the same for every centroid, so rank on ||c||^2 - 2 x.c.
+        partial = torch.addmm(cent_sq, rows, cent.T, beta=1, alpha=-2)
+        top = torch.topk(partial, min(2, k), dim=1, largest=False, sorted=True)
+        l2 = (top.values + rows_sq[:, None]).clamp_(min=0).sqrt_()
+        # Dot products of the chosen pairs only, recomputed rather than kept
+        # from the block so only one (rows x k) buffer is alive.
+        near = cent[top.indices]
+        cos_sim = torch.einsum("rd,rjd->rj", rows, near) / (
+            rows_sq.sqrt()[:, None] * cent_sq[top.indices].sqrt()
+        ).clamp_(min=_EPS)
+        labels, l2, cos = (t.cpu().numpy() for t in (top.indices, l2, 1 - cos_sim))
+        out["labels"][start:stop] = labels[:, 0]
+        out["l2"][start:stop] = l2[:, 0]
+        out["cos"][start:stop] = cos[:, 0]
+        if k > 1:
+            out["labels2"][start:stop] = labels[:, 1]
+            out["l2_2"][start:stop] = l2[:, 1]
+            out["cos2"][start:stop] = cos[:, 1]
+    return Assignment(
+        labels=out["labels"],
+        l2_dist_to_cent=out["l2"],
+        cosine_dist_to_cent=out["cos"],
+        second_labels=out["labels2"],
+        second_l2_dist=out["l2_2"],
+        second_cosine_dist=out["cos2"],
+    )
+
+
+def _check_matrix(a: np.ndarray, name: str) -> None:
+    if not isinstance(a, np.ndarray) or a.ndim != 2 or 0 in a.shape:
+        shape = getattr(a, "shape", type(a).__name__)
+        raise ValueError(f"{name} must be a non-empty 2-D numpy array (rows x dims), got {shape}")
+    if not np.issubdtype(a.dtype, np.floating):
+        raise ValueError(f"{name} must hold floating-point embeddings, got dtype {a.dtype}")
+
+
+def _budgeted_sample(x: np.ndarray, k: int, max_sample_bytes: int | None, seed: int) -> np.ndarray:
+    """The float32 rows to fit on: all of ``x``, or a seeded uniform sample
+    within the byte budget (sorted, so a memmap is read front to back)."""
+    n, d = x.shape
+    row_bytes = 4 * d
+    if max_sample_bytes is not None and max_sample_bytes < n * row_bytes:
+        budget_rows = max_sample_bytes // row_bytes
+        if budget_rows < k:
+            raise ValueError(
+                f"max_sample_bytes={max_sample_bytes} holds only {budget_rows} rows of {d} float32 "
+                f"values, fewer than n_clusters={k}; raise it to at least {k * row_bytes} bytes "
+                f"(a few hundred rows per cluster is better)"
+            )
+        index = np.sort(np.random.default_rng(seed).choice(n, size=budget_rows, replace=False))
+    else:
+        index = np.arange(n)
+    sample = np.ascontiguousarray(x[index], dtype=np.float32)
+    bad = np.flatnonzero(~np.isfinite(sample).all(axis=1))
+    if bad.size:
+        raise ValueError(
+            f"x row {int(index[bad[0]])} (and {bad.size - 1} more) holds NaN or inf; "
+            "drop or re-embed those records before clustering"
+        )
+    return sample
+
+
+def _resolve_backend(backend: str) -> str:
+    if backend == "torch":
+        return "torch"
+    if backend not in ("auto", "cuml"):
+        raise ValueError(f"backend must be 'auto', 'cuml' or 'torch', got {backend!r}")
+    if _cuml_usable():
+        return "cuml"
+    if backend == "cuml":
+        raise RuntimeError(
+            "backend='cuml' needs the cuml package and a CUDA GPU; "
+            "install beam-curator[gpu] on a GPU host, or use backend='torch'"
+        )
+    return "torch"
+
+
+def _cuml_usable() -> bool:
+    try:
+        import cupy
+        import cuml  # noqa: F401
+    except ImportError:
+        return False
+    try:
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except cupy.cuda.runtime.CUDARuntimeError:
+        return False
+
+
+def _torch_device(device: str | torch.device | None) -> torch.device:
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def _fit_cuml(
+    sample: np.ndarray, k: int, max_iter: int, tol: float, seed: int, device: str | torch.device | None
+) -> KMeansModel:
+    import cupy
+    from cuml.cluster import KMeans
+
+    target = _torch_device(device if device is not None else "cuda")
+    if target.type != "cuda":
+        raise ValueError(f"backend='cuml' runs on a CUDA device, got device={device!r}")
+    with cupy.cuda.Device(target.index or 0):
+        model = KMeans(
+            n_clusters=k,
+            max_iter=max_iter,
+            tol=tol,
+            random_state=seed,
+            init="scalable-k-means++",
+            n_init=1,
+            output_type="numpy",
+        )
+        model.fit(sample)
+        centroids = np.asarray(model.cluster_centers_, dtype=np.float32)
+    return KMeansModel(
+        centroids=centroids,
+        n_iter=int(model.n_iter_),
+        inertia=float(model.inertia_),
+        backend="cuml",
+        n_fit_rows=len(sample),
+    )
+
+
+def _fit_torch(
+    sample: np.ndarray, k: int, max_iter: int, tol: float, seed: int, device: torch.device
+) -> KMeansModel:
+    x = torch.from_numpy(sample).to(device)
+    gen = torch.Generator().manual_seed(seed)
+    lloyd = _Lloyd(x, k)
+    with _one_cpu_thread(device):
+        centroids = _kmeans_plus_plus(x, lloyd.x_sq, k, gen)
+    n_iter = 0
+    prev_inertia = math.inf
+    moved_little = False
+    while True:
+        inertia = lloyd.assign(centroids)
+        improved_little = tol > 0 and prev_inertia - inertia < tol * prev_inertia
+        if n_iter == max_iter or moved_little or improved_little:
+            break
+        new = lloyd.update()
+        moved_little = tol > 0 and float(((new - centroids) ** 2).sum()) < tol
+        centroids = new
+        prev_inertia = inertia
+        n_iter += 1
+    return KMeansModel(
+        centroids=centroids.cpu().numpy(),
+        n_iter=n_iter,
+        inertia=inertia,
+        backend="torch",
+        n_fit_rows=len(sample),
+    )
+
+
+@contextmanager
+def _one_cpu_thread(device: torch.device) -> Iterator[None]:
+    """Run k-means++ seeding single-threaded on the CPU. Its k sequential
+    steps each do only ~10 MFLOP, so every parallel region costs more in
+    thread hand-off than it saves, and on a shared host a descheduled worker
+    thread stalls each region for a whole time slice (measured: 24x slower
+    seeding with 2 threads than 1 on a busy 2-core machine)."""
+    if device.type != "cpu":
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _kmeans_plus_plus(x: torch.Tensor, x_sq: torch.Tensor, k: int, gen: torch.Generator) -> torch.Tensor:
+    """Greedy k-means++ seeding on a seeded subsample of at most
+    ``_INIT_ROWS_PER_CLUSTER * k`` rows: each step draws several candidates
+    with probability proportional to squared distance and keeps the one that
+    lowers the potential most. Only random draws happen on the CPU generator,
+    so the sequence is the same on every device."""
+    n = x.shape[0]
+    m = min(n, _INIT_ROWS_PER_CLUSTER * k)
+    pool = torch.randperm(n, generator=gen)[:m].to(x.device) if m < n else torch.arange(n, device=x.device)
+    px, px_sq = x[pool], x_sq[pool]
+    trials = 2 + int(math.log(k))
+
+    def sq_dist(idx: torch.Tensor) -> torch.Tensor:
+        """(len(idx), m) squared distances from pool rows ``idx`` to the pool."""
+        d = torch.addmm(px_sq[None, :], px[idx], px.T, beta=1, alpha=-2)
+        return d.add_(px_sq[idx, None]).clamp_(min=0)
+
+    chosen = torch.empty(k, dtype=torch.long, device=x.device)
+    chosen[0] = torch.randint(m, (1,), generator=gen).item()
+    closest = sq_dist(chosen[:1])[0]
+    for c in range(1, k):
+        cum = closest.cumsum(0, dtype=torch.float64)
+        draws = torch.rand(trials, generator=gen, dtype=torch.float64).to(x.device) * cum[-1]
+        cand = torch.searchsorted(cum, draws, right=True).clamp_(max=m - 1)
+        after = torch.minimum(closest[None, :], sq_dist(cand))
+        best = after.sum(1, dtype=torch.float64).argmin()
+        chosen[c] = cand[best]
+        closest = after[best]
+    return px[chosen].clone()
+
+
+class _Lloyd:
+    """Assignment and update steps over a fixed matrix, reusing its buffers
+    across iterations so the loop allocates nothing proportional to n."""
+
+    def __init__(self, x: torch.Tensor, k: int) -> None:
+        n, d = x.shape
+        self.x, self.k = x, k
+        self.x_sq = (x * x).sum(1)
+        block = _GPU_BLOCK_ELEMS if x.device.type == "cuda" else _CPU_BLOCK_ELEMS
+        self.rows = max(1, min(n, block // k))
+        self.block = torch.empty(self.rows, k, device=x.device)
+        self.labels = torch.empty(n, dtype=torch.long, device=x.device)
+        self.dist = torch.empty(n, device=x.device)
+        self.sums = torch.empty(k, d, device=x.device)
+
+    def assign(self, centroids: torch.Tensor) -> float:
+        """Nearest centroid of every row; returns the inertia."""
+        cent_sq = (centroids * centroids).sum(1)
+        cent_t = centroids.T
+        for start in range(0, self.x.shape[0], self.rows):
+            stop = min(start + self.rows, self.x.shape[0])
+            block = self.block[: stop - start]
+            torch.addmm(cent_sq, self.x[start:stop], cent_t, beta=1, alpha=-2, out=block)
+            torch.min(block, dim=1, out=(self.dist[start:stop], self.labels[start:stop]))
+        self.dist.add_(self.x_sq).clamp_(min=0)
+        return float(self.dist.sum(dtype=torch.float64))
+
+    def update(self) -> torch.Tensor:
+        """Means of the current clusters; an empty cluster takes the point
+        farthest from its centroid (the worst-served point), so the choice is
+        deterministic and lowers the inertia."""
+        self.sums.zero_().index_add_(0, self.labels, self.x)
+        counts = torch.bincount(self.labels, minlength=self.k)
+        new = self.sums / counts.clamp(min=1)[:, None].to(self.sums.dtype)
+        empty = torch.nonzero(counts == 0).flatten()
+        if empty.numel():
+            new[empty] = self.x[torch.topk(self.dist, empty.numel()).indices]
+        return new

@@ -1,0 +1,139 @@
+"""What every text-embedding engine shares when run by Beam's RunInference.
+
+RunInference owns batching (``beam.BatchElements`` sized by
+:meth:`~EmbeddingModelHandler.batch_elements_kwargs`) and model sharing
+(``share_model_across_processes``); a handler only loads an engine and turns
+one batch of texts into vectors. Each engine's ``load_model`` returns a small
+*embedder*: an object whose ``embed(texts)`` returns a ``(len(texts), dim)``
+array. Keeping the model behind that one method matters because a shared
+model lives in one process and is reached by the others through Beam's
+``multi_process_shared`` proxy, which forwards method calls only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar
+
+import numpy as np
+from apache_beam.ml.inference.base import ModelHandler
+
+from beam_curator.models.resolve import resolve_model
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+
+class TextEmbedder(Protocol):
+    """A loaded engine: one call embeds one batch, in order."""
+
+    def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
+M = TypeVar("M", bound=TextEmbedder)
+
+
+class EmbeddingOptions(TypedDict, total=False):
+    """Keyword options every engine's handler accepts (see EmbeddingModelHandler)."""
+
+    max_chars: int | None
+    model_cache_dir: str | None
+    min_batch_size: int | None
+    max_batch_size: int | None
+    model_copies: int | None
+
+
+class EmbeddingModelHandler(ModelHandler[str, np.ndarray, M]):
+    """Embeds texts into one float32 vector each, not normalised.
+
+    Vectors are returned as the engine produces them; the dedup kernel
+    normalises, so the handler does not spend a pass over the batch on it.
+
+    Args:
+        model_identifier: a model name or local directory, resolved with
+            :func:`~beam_curator.models.resolve.resolve_model` when the model
+            is loaded (on the worker, whose files are the ones that count).
+        max_chars: cut every text to its first ``max_chars`` characters
+            before tokenising (the ``embedding_max_chars`` setting). Engines
+            truncate tokens anyway; cutting characters first bounds the
+            tokenizer's work on huge documents.
+        model_cache_dir: extra place to look for the model, see
+            :func:`~beam_curator.models.resolve.resolve_model`.
+        min_batch_size, max_batch_size: bounds for RunInference's
+            ``BatchElements``; unset means Beam's adaptive batching.
+        model_copies: how many copies of the model one machine loads (Beam
+            routes batches between them); ``None`` means one.
+    """
+
+    def __init__(
+        self,
+        model_identifier: str,
+        *,
+        max_chars: int | None = None,
+        model_cache_dir: str | None = None,
+        min_batch_size: int | None = None,
+        max_batch_size: int | None = None,
+        model_copies: int | None = None,
+    ) -> None:
+        if max_chars is not None and max_chars < 1:
+            raise ValueError(f"max_chars must be a positive number of characters, got {max_chars}")
+        super().__init__(
+            min_batch_size=min_batch_size,
+            max_batch_size=max_batch_size,
+            model_copies=model_copies,
+        )
+        self._model_identifier = model_identifier
+        self._model_cache_dir = model_cache_dir
+        self._max_chars = max_chars
+
+    def share_model_across_processes(self) -> bool:
+        """Always share: one model per machine, not one per SDK worker process.
+
+        Embedding models are large on GPUs (vLLM also pre-allocates most of the
+        device's memory), so a copy per worker process would not fit.
+        """
+        return True
+
+    def update_model_path(self, model_path: str | None = None) -> None:
+        """Follow Beam's model refresh (``watch_model_pattern``/side input)."""
+        if model_path:
+            self._model_identifier = model_path
+
+    def model_path(self) -> str:
+        """The local directory the model is loaded from."""
+        return resolve_model(self._model_identifier, self._model_cache_dir)
+
+    def validate_inference_args(self, inference_args: dict[str, Any] | None) -> None:
+        if inference_args:
+            raise ValueError(
+                f"{type(self).__name__} takes no inference_args (got {sorted(inference_args)}); "
+                "pass engine options to the handler's constructor instead"
+            )
+
+    def run_inference(
+        self,
+        batch: Sequence[str],
+        model: M,
+        inference_args: dict[str, Any] | None = None,
+    ) -> Iterable[np.ndarray]:
+        texts = [self._truncate(text, position) for position, text in enumerate(batch)]
+        vectors = np.asarray(model.embed(texts), dtype=np.float32)
+        if vectors.shape[0] != len(texts):
+            raise RuntimeError(
+                f"{type(self).__name__}: the engine returned {vectors.shape[0]} vectors "
+                f"for a batch of {len(texts)} texts"
+            )
+        return list(vectors)
+
+    def get_num_bytes(self, batch: Sequence[str]) -> int:
+        # Counting characters is cheaper than Beam's default of pickling the batch.
+        return sum(len(text) for text in batch)
+
+    def _truncate(self, text: Any, position: int) -> str:
+        if not isinstance(text, str):
+            raise TypeError(
+                f"{type(self).__name__} embeds strings, but batch element {position} is a "
+                f"{type(text).__name__}: {text!r:.80}. Map records to their text first, "
+                "or wrap the handler in KeyedModelHandler for (key, text) pairs."
+            )
+        return text if self._max_chars is None else text[: self._max_chars]

@@ -1,0 +1,102 @@
+"""``Pipeline``: build a list of stages and run it on a Beam runner."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import apache_beam as beam
+from apache_beam.metrics.metric import MetricsFilter
+
+from beam_curator.runners import pipeline_options
+from beam_curator.stages import ProcessingStage
+from beam_curator.stages.base import flatten_stages
+from beam_curator.transforms import CuratorStages, locate_source_and_sink
+from beam_curator.transforms.stage_dofns import NAMESPACE
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RunSummary:
+    """What a run did, read from Beam's metrics."""
+
+    partitions_pending: int = 0
+    partitions_skipped: int = 0
+    partitions_completed: int = 0
+    counters: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def tasks_failed(self) -> int:
+        return sum(value for name, value in self.counters.items() if name.endswith(".failed"))
+
+    def __str__(self) -> str:
+        return (
+            f"{self.partitions_pending} partitions pending, {self.partitions_skipped} skipped as complete, "
+            f"{self.partitions_completed} completed this run, {self.tasks_failed} tasks failed "
+            f"({self.seconds:.1f} s)"
+        )
+
+
+def _counters(result: beam.runners.runner.PipelineResult) -> dict[str, int]:
+    counters: dict[str, int] = {}
+    for counter in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]:
+        try:
+            value = counter.committed
+        except Exception:  # some portable runners only report attempted values
+            value = None
+        counters[counter.key.metric.name] = counters.get(counter.key.metric.name, 0) + int(value or counter.attempted or 0)
+    return counters
+
+
+class Pipeline:
+    """An ordered list of stages, run as one Beam pipeline."""
+
+    def __init__(self, name: str, description: str = "", stages: list[ProcessingStage] | None = None) -> None:
+        self.name = name
+        self.description = description
+        self.stages: list[ProcessingStage] = list(stages or [])
+
+    def add_stage(self, stage: ProcessingStage) -> "Pipeline":
+        self.stages.append(stage)
+        return self
+
+    def describe(self) -> str:
+        stages = flatten_stages(self.stages)
+        source, sink = locate_source_and_sink(stages)
+        roles = {source: " (source)", sink: " (sink)"}
+        lines = [f"Pipeline {self.name}: {self.description}".rstrip(": ")]
+        lines += [f"  {i:02d} {stage.stage_name}{roles.get(i, '')}" for i, stage in enumerate(stages)]
+        return "\n".join(lines)
+
+    def run(
+        self,
+        checkpoint_path: str | None = None,
+        runner: str | None = "local",
+        *,
+        beam_args: list[str] | None = None,
+        map_size: int = 1 << 30,
+        **runner_settings: object,
+    ) -> RunSummary:
+        """Run to the end; with ``checkpoint_path``, skip complete partitions
+        and mark partitions as they finish. ``runner`` is a preset of
+        ``beam_curator.runners``; ``beam_args`` are raw Beam flags."""
+        transform = CuratorStages(self.stages, checkpoint_path, map_size=map_size)
+        options = pipeline_options(runner, beam_args, **runner_settings)
+        started = time.monotonic()
+        beam_pipeline = beam.Pipeline(options=options)
+        _ = beam_pipeline | self.name >> transform
+        result = beam_pipeline.run()
+        result.wait_until_finish()
+        counters = _counters(result)
+        summary = RunSummary(
+            partitions_pending=counters.get("partitions_pending", 0),
+            partitions_skipped=counters.get("partitions_skipped", 0),
+            partitions_completed=counters.get("partitions_completed", 0),
+            counters=counters,
+            seconds=time.monotonic() - started,
+        )
+        logger.info("pipeline %s finished: %s", self.name, summary)
+        return summary

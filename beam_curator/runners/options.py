@@ -1,0 +1,156 @@
+"""Short runner choices turned into Beam pipeline options.
+
+Every entry point (``Pipeline.run``, the workflows, the ``beam-curator``
+command) goes through ``pipeline_options`` so that a runner is chosen the
+same way everywhere, and raw Beam flags always pass straight through.
+Settings are checked here, before anything starts, because Beam reports a
+misspelt environment or a missing job-server jar only after minutes of
+start-up on a cluster, or by trying to download it on a site without internet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from apache_beam.options.pipeline_options import FlinkRunnerOptions, PipelineOptions
+
+RUNNERS = ("local", "local-multiprocess", "portable", "flink", "spark")
+ENVIRONMENT_TYPES = ("LOOPBACK", "EXTERNAL", "PROCESS", "DOCKER")
+
+_ENVIRONMENT = {"num_workers", "environment_type", "environment_config"}
+SETTINGS: dict[str, frozenset[str]] = {
+    "local": frozenset(),
+    "local-multiprocess": frozenset({"num_workers"}),
+    "portable": frozenset(_ENVIRONMENT | {"job_endpoint"}),
+    "flink": frozenset(_ENVIRONMENT | {"job_endpoint", "flink_master", "flink_version", "flink_job_server_jar",
+                                       "parallelism"}),
+    "spark": frozenset(_ENVIRONMENT | {"job_endpoint", "spark_master_url", "spark_job_server_jar"}),
+}
+_HOST_PORT = re.compile(r"^[\w.\-\[\]:]+:\d+$")
+
+
+def _flags(**values: object) -> list[str]:
+    return [f"--{key}={value}" for key, value in values.items() if value is not None]
+
+
+def _check_settings(runner: str, given: dict[str, object]) -> None:
+    if runner not in SETTINGS:
+        raise ValueError(f"unknown runner {runner!r}; choose one of {', '.join(RUNNERS)} or pass raw Beam flags")
+    stray = sorted(name for name, value in given.items() if value is not None and name not in SETTINGS[runner])
+    if stray:
+        allowed = ", ".join(sorted(SETTINGS[runner])) or "no settings"
+        raise ValueError(
+            f"{', '.join(stray)} {'does' if len(stray) == 1 else 'do'} not apply to runner {runner!r} "
+            f"(it takes {allowed}); choose the runner the setting belongs to or drop it"
+        )
+
+
+def _check_jar(flag: str, jar: str | None) -> None:
+    """A local jar must exist: otherwise Beam would silently try to download one."""
+    if jar and "://" not in jar and not os.path.isfile(jar):
+        raise FileNotFoundError(f"--{flag} {jar!r} is not a file; give the path (or URL) of the job-server jar")
+
+
+def _environment(
+    runner: str, environment_type: str | None, environment_config: str | None, local_master: bool
+) -> tuple[str | None, str | None]:
+    """Where user code runs. Embedded and local masters default to LOOPBACK
+    (workers in this process, nothing to install); a remote cluster keeps
+    Beam's own default (DOCKER) unless told otherwise."""
+    if environment_type is None:
+        if environment_config is not None:
+            raise ValueError(
+                f"environment_config {environment_config!r} needs an environment_type: EXTERNAL for the "
+                "host:port of a worker pool, PROCESS for a worker boot command, DOCKER for an image"
+            )
+        return ("LOOPBACK" if runner == "portable" or local_master else None), None
+    kind = environment_type.upper()
+    if kind not in ENVIRONMENT_TYPES:
+        raise ValueError(f"unknown environment_type {environment_type!r}; choose one of {', '.join(ENVIRONMENT_TYPES)}")
+    if kind == "EXTERNAL" and not (environment_config and _HOST_PORT.match(environment_config)):
+        raise ValueError(
+            f"environment_type EXTERNAL needs environment_config='host:port' of a running worker pool "
+            f"(python -m apache_beam.runners.worker.worker_pool_main --service_port=PORT), not {environment_config!r}"
+        )
+    if kind == "PROCESS":
+        if not environment_config:
+            raise ValueError("environment_type PROCESS needs environment_config: the worker boot command or its JSON")
+        if not environment_config.lstrip().startswith("{"):
+            environment_config = json.dumps({"command": environment_config})
+    return kind, environment_config
+
+
+def runner_args(
+    runner: str = "local",
+    *,
+    num_workers: int | None = None,
+    job_endpoint: str | None = None,
+    environment_type: str | None = None,
+    environment_config: str | None = None,
+    flink_master: str | None = None,
+    flink_version: str | None = None,
+    flink_job_server_jar: str | None = None,
+    parallelism: int | None = None,
+    spark_master_url: str | None = None,
+    spark_job_server_jar: str | None = None,
+) -> list[str]:
+    """The Beam command-line flags for a runner preset.
+
+    ``local`` is Beam's in-process FnApiRunner, named explicitly: the
+    DirectRunner of recent Beam releases first tries to download a Prism
+    binary, which fails on machines without internet. ``local-multiprocess``
+    runs ``num_workers`` SDK worker processes (default: one per CPU).
+    ``portable`` with no ``job_endpoint`` starts an embedded job service.
+    ``flink`` and ``spark`` start a job server from ``*_job_server_jar`` when
+    given (sites without internet need that). ``num_workers`` is the SDK
+    worker processes per worker node for the portable runners, ``parallelism``
+    Flink's task parallelism. A PROCESS ``environment_config`` may be just
+    the boot command. Settings that do not belong to ``runner`` are an error
+    rather than silently ignored.
+    """
+    settings = {
+        "num_workers": num_workers, "job_endpoint": job_endpoint, "environment_type": environment_type,
+        "environment_config": environment_config, "flink_master": flink_master, "flink_version": flink_version,
+        "flink_job_server_jar": flink_job_server_jar, "parallelism": parallelism,
+        "spark_master_url": spark_master_url, "spark_job_server_jar": spark_job_server_jar,
+    }
+    _check_settings(runner, settings)
+    if num_workers is not None and int(num_workers) < 1:
+        raise ValueError(f"num_workers must be at least 1, not {num_workers}")
+    if runner == "local":
+        return ["--runner=FnApiRunner", "--direct_running_mode=in_memory", "--direct_num_workers=1"]
+    if runner == "local-multiprocess":
+        workers = num_workers or os.cpu_count() or 2
+        return ["--runner=FnApiRunner", "--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
+    if runner == "portable":
+        kind, config = _environment(runner, environment_type, environment_config, local_master=True)
+        return ["--runner=PortableRunner", f"--job_endpoint={job_endpoint or 'embed'}", *_flags(
+            environment_type=kind, environment_config=config, sdk_worker_parallelism=num_workers,
+        )]
+    if runner == "flink":
+        master = flink_master or "[local]"
+        versions = FlinkRunnerOptions.PUBLISHED_FLINK_VERSIONS
+        if flink_version is not None and str(flink_version) not in versions:
+            raise ValueError(f"flink_version {flink_version!r} has no Beam job server; choose one of {', '.join(versions)}")
+        _check_jar("flink_job_server_jar", flink_job_server_jar)
+        kind, config = _environment(runner, environment_type, environment_config, local_master=master in ("[local]", "[auto]"))
+        return ["--runner=FlinkRunner", *_flags(
+            flink_master=master, flink_version=flink_version, flink_job_server_jar=flink_job_server_jar,
+            job_endpoint=job_endpoint, parallelism=parallelism,
+            environment_type=kind, environment_config=config, sdk_worker_parallelism=num_workers,
+        )]
+    master = spark_master_url or "local[*]"
+    _check_jar("spark_job_server_jar", spark_job_server_jar)
+    kind, config = _environment(runner, environment_type, environment_config, local_master=master.startswith("local"))
+    return ["--runner=SparkRunner", *_flags(
+        spark_master_url=master, spark_job_server_jar=spark_job_server_jar, job_endpoint=job_endpoint,
+        environment_type=kind, environment_config=config, sdk_worker_parallelism=num_workers,
+    )]
+
+
+def pipeline_options(runner: str | None = "local", beam_args: list[str] | None = None, **preset: object) -> PipelineOptions:
+    """Options for ``runner`` (None: only ``beam_args``), then raw ``beam_args`` (later flags win)."""
+    args = runner_args(runner, **preset) if runner else []
+    return PipelineOptions([*args, *(beam_args or [])])

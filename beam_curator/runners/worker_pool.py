@@ -1,0 +1,124 @@
+"""A Beam worker pool in a child process, for ``environment_type=EXTERNAL``.
+
+Beam's ``worker_pool_main`` starts one SDK worker process per worker the
+runner asks for, so stages run in processes other than the driver, as on a
+cluster, while everything stays on this machine. The pool launches workers
+as plain ``python``, which is why the interpreter's folder goes first on
+``PATH``: otherwise a system Python without beam_curator would be found.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("localhost", 0))
+        return probe.getsockname()[1]
+
+
+class WorkerPool:
+    """Start with ``with WorkerPool() as pool:``; run with ``**pool.settings()``.
+
+    ``pythonpath`` folders are prepended to the workers' ``PYTHONPATH`` so
+    they can import stage modules that are not installed. The pool runs in
+    its own session and is torn down as a process group, so its SDK workers
+    go with it even if a run failed halfway.
+    """
+
+    def __init__(
+        self,
+        python: str = sys.executable,
+        pythonpath: list[str] | None = None,
+        port: int | None = None,
+        startup_timeout: float = 60.0,
+    ) -> None:
+        self.python = python
+        self.pythonpath = [str(folder) for folder in pythonpath or []]
+        self.port = port or free_port()
+        self.startup_timeout = startup_timeout
+        self.process: subprocess.Popen | None = None
+        self._log = tempfile.NamedTemporaryFile(prefix="beam-worker-pool-", suffix=".log", delete=False)
+
+    @property
+    def address(self) -> str:
+        return f"localhost:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return Path(self._log.name)
+
+    def settings(self) -> dict[str, str]:
+        """Preset settings that send a portable runner's work to this pool."""
+        return {"environment_type": "EXTERNAL", "environment_config": self.address}
+
+    def _environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PATH"] = os.pathsep.join([os.path.dirname(self.python), env.get("PATH", "")])
+        env["PYTHONPATH"] = os.pathsep.join([*self.pythonpath, *filter(None, [env.get("PYTHONPATH")])])
+        return env
+
+    def start(self) -> "WorkerPool":
+        self.process = subprocess.Popen(
+            [self.python, "-m", "apache_beam.runners.worker.worker_pool_main", f"--service_port={self.port}"],
+            env=self._environment(), stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                tail = self.log_tail()
+                self.stop()
+                raise RuntimeError(f"worker pool exited with {self.process.returncode}:\n{tail}")
+            try:
+                socket.create_connection(("localhost", self.port), timeout=1).close()
+                return self
+            except OSError:
+                time.sleep(0.2)
+        tail = self.log_tail()
+        self.stop()
+        raise TimeoutError(f"worker pool did not listen on {self.address} within {self.startup_timeout} s:\n{tail}")
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Terminate the pool and its SDK workers (its process group); kill what is left after ``grace``."""
+        if self.process is None:
+            return
+        group = self.process.pid
+        _signal_group(group, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            self.process.poll()  # reap the leader, or the group never looks empty
+            if not _signal_group(group, 0):
+                break
+            time.sleep(0.1)
+        _signal_group(group, signal.SIGKILL)
+        self.process.wait()
+        self._log.close()
+        self.log_path.unlink(missing_ok=True)
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The end of the pool's output (its workers' too), for error messages."""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def __enter__(self) -> "WorkerPool":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _signal_group(group: int, sig: int) -> bool:
+    """Signal a process group; False when it no longer exists."""
+    try:
+        os.killpg(group, sig)
+        return True
+    except ProcessLookupError:
+        return False

@@ -1,0 +1,74 @@
+"""JSON Lines: reader and writer."""
+
+from __future__ import annotations
+
+import json
+
+import fsspec
+import pyarrow as pa
+
+from beam_curator.stages.io.reader import FileReader, FileReaderStage
+from beam_curator.stages.io.writer import FileWriterStage
+
+
+class JsonlReaderStage(FileReaderStage):
+    """Parses line by line so that every problem is reported with its line number."""
+
+    name = "jsonl_reader"
+
+    def read_file(self, path: str) -> tuple[pa.Table, int]:
+        records, skipped = [], 0
+        with fsspec.open(path, "rb", compression="infer") as handle:
+            for number, raw in enumerate(handle, start=1):
+                record = self._parse(path, number, raw)
+                if record is None:
+                    skipped += raw.strip() != b""
+                    continue
+                records.append(record)
+        if not records:
+            return pa.table({name: pa.array([], pa.string()) for name in self.fields or []}), skipped
+        try:
+            return pa.Table.from_pylist(records), skipped
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
+            raise ValueError(f"{path}: records have inconsistent types ({error}); make each field one type") from error
+
+    def _parse(self, path: str, number: int, raw: bytes) -> dict | None:
+        if not raw.strip():
+            return None
+        where = f"line {number}"
+        try:
+            record = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as error:
+            self.bad_record(path, where, f"not UTF-8 (byte {error.start} is {raw[error.start]:#04x})")
+            return None
+        except json.JSONDecodeError as error:
+            self.bad_record(path, where, f"malformed JSON ({error.msg} at column {error.colno})")
+            return None
+        if not isinstance(record, dict):
+            self.bad_record(path, where, f"expected a JSON object, found {type(record).__name__}")
+            return None
+        if self.fields is None:
+            return record
+        missing = [name for name in self.fields if record.get(name) is None]
+        if missing:
+            self.bad_record(path, where, f"missing field(s) {', '.join(missing)}")
+            return None
+        return {name: record[name] for name in self.fields}
+
+
+class JsonlReader(FileReader):
+    """Read ``.jsonl`` files (optionally compressed) into DocumentBatches, one per file group."""
+
+    extensions = (".jsonl", ".jsonl.gz", ".json")
+    reader_stage = JsonlReaderStage
+
+
+class JsonlWriter(FileWriterStage):
+    """One ``<task_id>.jsonl`` per task."""
+
+    name = "jsonl_writer"
+    extension = "jsonl"
+
+    def serialize(self, table: pa.Table, handle) -> None:
+        for row in table.to_pylist():
+            handle.write(json.dumps(row, ensure_ascii=False, default=str).encode("utf-8") + b"\n")

@@ -1,0 +1,97 @@
+"""Shared reading logic: FileGroupTask in, DocumentBatch out.
+
+Bad records follow ``on_bad_record``: ``"raise"`` (default) stops the run with
+an error naming the file and line, so nothing is silently lost and the
+partition stays pending; ``"skip"`` drops the record, logs where it was, and
+counts it in the batch's ``_metadata["skipped_records"]``.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import abstractmethod
+
+import pyarrow as pa
+
+from beam_curator.stages.base import CompositeStage, ProcessingStage
+from beam_curator.stages.io.errors import CuratorInputError
+from beam_curator.stages.io.partitioning import FilePartitioningStage
+from beam_curator.tasks import DocumentBatch, FileGroupTask
+
+logger = logging.getLogger(__name__)
+
+
+class FileReaderStage(ProcessingStage):
+    """Reads every file of a group into one DocumentBatch.
+
+    ``file_column`` / ``row_column`` (off by default) add each record's file
+    and its row number within that file: a locator that does not depend on
+    how files were grouped into partitions.
+    """
+
+    def __init__(
+        self,
+        fields: list[str] | None = None,
+        on_bad_record: str = "raise",
+        file_column: str | None = None,
+        row_column: str | None = None,
+    ) -> None:
+        if on_bad_record not in ("raise", "skip"):
+            raise ValueError(f"on_bad_record must be 'raise' or 'skip', not {on_bad_record!r}")
+        self.fields = list(fields) if fields else None
+        self.on_bad_record = on_bad_record
+        self.file_column = file_column
+        self.row_column = row_column
+
+    @abstractmethod
+    def read_file(self, path: str) -> tuple[pa.Table, int]:
+        """The file's records (only ``self.fields`` if set) and how many were skipped."""
+
+    def bad_record(self, path: str, where: str, problem: str) -> None:
+        message = f"{path}, {where}: {problem}"
+        if self.on_bad_record == "raise":
+            raise CuratorInputError(
+                f"{message}. Fix or remove it, or read with on_bad_record='skip' to drop such records"
+            )
+        logger.warning("skipping bad record in %s", message)
+
+    def process(self, task: FileGroupTask) -> DocumentBatch:
+        tables, skipped = [], 0
+        for path in task.data:
+            table, file_skipped = self.read_file(path)
+            skipped += file_skipped
+            if table.num_rows == 0:
+                logger.warning("input file %s holds no records", path)
+                continue
+            if self.row_column:
+                table = table.append_column(self.row_column, pa.array(range(table.num_rows), pa.int64()))
+            if self.file_column:
+                table = table.append_column(self.file_column, pa.array([path] * table.num_rows, pa.string()))
+            tables.append(table)
+        data = pa.concat_tables(tables, promote_options="permissive") if tables else pa.table({})
+        batch = DocumentBatch(dataset_name=task.dataset_name, data=data)
+        batch._metadata = {**task._metadata, "source_files": list(task.data), "skipped_records": skipped}
+        return batch
+
+
+class FileReader(CompositeStage):
+    """A reader as users add it: partition the files (the source), then read each group."""
+
+    extensions: tuple[str, ...] = ()
+    reader_stage: type[FileReaderStage]
+
+    def __init__(
+        self,
+        file_paths: str | list[str],
+        files_per_partition: int | None = None,
+        blocksize: int | str | None = None,
+        fields: list[str] | None = None,
+        on_bad_record: str = "raise",
+        file_column: str | None = None,
+        row_column: str | None = None,
+    ) -> None:
+        self.partitioning = FilePartitioningStage(file_paths, files_per_partition, blocksize, self.extensions)
+        self.reader = self.reader_stage(fields, on_bad_record, file_column, row_column)
+
+    def decompose(self) -> list[ProcessingStage]:
+        return [self.partitioning, self.reader]

@@ -1,0 +1,60 @@
+"""Replay-safe file sinks.
+
+Each task becomes one file named after its lineage id, written under a
+temporary name and renamed into place. A replayed partition therefore
+overwrites its own files instead of adding duplicates, and a reader never
+sees half a file. Beam's own file sinks finalise only at the end of a run,
+which would leave nothing durable to checkpoint against.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from abc import abstractmethod
+from typing import BinaryIO
+
+import fsspec
+import pyarrow as pa
+from fsspec.implementations.local import LocalFileSystem
+
+from beam_curator.stages.base import ProcessingStage
+from beam_curator.tasks import DocumentBatch, FileGroupTask
+
+
+class FileWriterStage(ProcessingStage):
+    """Writes each DocumentBatch to ``<path>/<task_id>.<extension>``; returns the file as a FileGroupTask."""
+
+    extension = ""
+
+    def __init__(self, path: str, fields: list[str] | None = None) -> None:
+        self.path = path.rstrip("/")
+        self.fields = fields
+
+    @abstractmethod
+    def serialize(self, table: pa.Table, handle: BinaryIO) -> None:
+        """Write the table's records to an open binary file."""
+
+    def process(self, task: DocumentBatch) -> FileGroupTask:
+        table = task.to_pyarrow()
+        if self.fields:
+            table = table.select(self.fields)
+        final = f"{self.path}/{task.task_id}.{self.extension}"
+        write_atomically(final, lambda handle: self.serialize(table, handle))
+        result = FileGroupTask(dataset_name=task.dataset_name, data=[final])
+        result._metadata = {**task._metadata, "num_records": table.num_rows}
+        return result
+
+
+def write_atomically(url: str, write) -> None:
+    """Write through a temporary sibling, make it durable, then rename it to ``url``."""
+    fs, final = fsspec.core.url_to_fs(url)
+    folder, name = final.rsplit("/", 1)
+    temporary = f"{folder}/.tmp-{uuid.uuid4().hex}-{name}"
+    fs.makedirs(folder, exist_ok=True)
+    with fs.open(temporary, "wb") as handle:
+        write(handle)
+        if isinstance(fs, LocalFileSystem):
+            handle.flush()
+            os.fsync(handle.fileno())
+    fs.mv(temporary, final)

@@ -1,0 +1,5 @@
+"""Beam adapters: stages as DoFns and PTransforms."""
+
+from beam_curator.transforms.curator_stages import CuratorStages, PipelineDefinitionError, locate_source_and_sink
+
+__all__ = ["CuratorStages", "PipelineDefinitionError", "locate_source_and_sink"]

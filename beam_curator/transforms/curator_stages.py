@@ -1,0 +1,102 @@
+"""``CuratorStages``: a list of stages as one Beam PTransform.
+
+This is the single implementation of the pipeline semantics; ``Pipeline.run``
+is a thin layer over it, and Beam users can apply it inside their own
+pipelines beside ordinary transforms.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import apache_beam as beam
+from apache_beam.pvalue import PBegin
+
+from beam_curator.checkpoint import CheckpointStore, open_store
+from beam_curator.stages import ProcessingStage
+from beam_curator.stages.base import flatten_stages
+from beam_curator.tasks import EmptyTask
+from beam_curator.transforms.resources import resource_hints
+from beam_curator.transforms.stage_dofns import BatchStageDoFn, SourceDoFn, StageDoFn
+from beam_curator.transforms.transform_stage import TransformStage, apply_transform_stage
+
+logger = logging.getLogger(__name__)
+
+
+class PipelineDefinitionError(ValueError):
+    """The stage list cannot run as given; raised before anything runs."""
+
+
+def _flag_index(stages: list[ProcessingStage], flag: str, default: int) -> int:
+    flagged = [i for i, stage in enumerate(stages) if getattr(stage, flag)]
+    if len(flagged) > 1:
+        names = ", ".join(stages[i].stage_name for i in flagged)
+        raise PipelineDefinitionError(f"only one stage may set {flag}, but these do: {names}")
+    return flagged[0] if flagged else default
+
+
+def locate_source_and_sink(stages: list[ProcessingStage]) -> tuple[int, int]:
+    """The source is the first stage and the sink the last unless a stage says otherwise."""
+    if not stages:
+        raise PipelineDefinitionError("the pipeline has no stages; add at least a reader and a writer")
+    source = _flag_index(stages, "is_source_stage", 0)
+    sink = _flag_index(stages, "is_sink_stage", len(stages) - 1)
+    if sink < source:
+        raise PipelineDefinitionError(
+            f"the sink {stages[sink].stage_name} comes before the source {stages[source].stage_name}"
+        )
+    return source, sink
+
+
+class CuratorStages(beam.PTransform):
+    """Apply stages to a PBegin (the source gets the root task) or a PCollection of tasks.
+
+    With ``checkpoint_path`` (or a ``store``), complete source partitions are
+    skipped and partitions are marked complete as they finish.
+    """
+
+    def __init__(
+        self,
+        stages: list[ProcessingStage],
+        checkpoint_path: str | None = None,
+        *,
+        store: CheckpointStore | None = None,
+        map_size: int = 1 << 30,
+        label_prefix: str = "",
+    ) -> None:
+        super().__init__()
+        self.stages = flatten_stages(list(stages))
+        self.source, self.sink = locate_source_and_sink(self.stages)
+        self.store = store if store is not None else (open_store(checkpoint_path, map_size) if checkpoint_path else None)
+        self.label_prefix = label_prefix
+
+    def expand(self, pcoll):
+        completed: set[str] = set()
+        if self.store is not None:
+            self.store.check_writable()
+            completed = self.store.completed()
+            logger.info("checkpoint %s: %d partitions already complete", self.store.path, len(completed))
+        if isinstance(pcoll, PBegin):
+            pcoll = pcoll | f"{self.label_prefix}Root" >> beam.Create([EmptyTask()])
+        for index, stage in enumerate(self.stages):
+            label = f"{self.label_prefix}{index:02d}-{stage.stage_name}"
+            if index == self.source:
+                pcoll = pcoll | label >> beam.ParDo(SourceDoFn(stage, completed))
+                # Spread partitions over workers: the root is a single element.
+                pcoll = pcoll | f"{label}-Distribute" >> beam.Reshuffle()
+                continue
+            if isinstance(stage, TransformStage):
+                if index == self.sink:
+                    raise PipelineDefinitionError(f"{stage.stage_name} is a transform stage and cannot be the sink")
+                pcoll = apply_transform_stage(pcoll, stage, label)
+                continue
+            tracked = self.store if self.source < index <= self.sink else None
+            if stage.uses_batches():
+                pcoll = pcoll | f"{label}-Batch" >> beam.BatchElements(
+                    min_batch_size=1, max_batch_size=stage.batch_size
+                )
+                dofn = BatchStageDoFn(stage, tracked, is_sink=index == self.sink)
+            else:
+                dofn = StageDoFn(stage, tracked, is_sink=index == self.sink)
+            pcoll = pcoll | label >> beam.ParDo(dofn).with_resource_hints(**resource_hints(stage))
+        return pcoll

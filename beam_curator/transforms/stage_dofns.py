@@ -1,0 +1,103 @@
+"""Beam DoFns that run stages and report terminal tasks to the checkpoint.
+
+The completion step lives inside the DoFns (filters where they happen, sink
+writes right after the sink has made its output durable), so it is fused
+with the work and marks partitions as they finish. A GroupByKey downstream
+of the sink would only run once all upstream work is done, marking nothing
+until the end of a batch run.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Iterable, Iterator
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from beam_curator.checkpoint import CheckpointStore
+from beam_curator.stages import ProcessingStage
+from beam_curator.stages.lineage import StepOutcome, derive, derive_batch, derive_sources
+from beam_curator.tasks import Task
+
+logger = logging.getLogger(__name__)
+NAMESPACE = "beam_curator"
+
+
+class _StageDoFn(beam.DoFn):
+    """Shared life cycle: stage set-up, counters, terminal-task reporting."""
+
+    def __init__(self, stage: ProcessingStage, store: CheckpointStore | None = None, is_sink: bool = False) -> None:
+        self.stage = stage
+        self.store = store
+        self.is_sink = is_sink
+        name = stage.stage_name
+        self.filtered = Metrics.counter(NAMESPACE, f"{name}.filtered")
+        self.failed = Metrics.counter(NAMESPACE, f"{name}.failed")
+        self.emitted = Metrics.counter(NAMESPACE, f"{name}.emitted")
+        self.items_in = Metrics.counter(NAMESPACE, f"{name}.items_in")
+        self.items_out = Metrics.counter(NAMESPACE, f"{name}.items_out")
+        self.completed = Metrics.counter(NAMESPACE, "partitions_completed")
+
+    def setup(self) -> None:
+        self.stage.setup()
+
+    def teardown(self) -> None:
+        self.stage.teardown()
+
+    def _terminal(self, task: Task) -> None:
+        if self.store is None or not task._credits:
+            return
+        for source in self.store.record(task.task_id, task._credits):
+            self.completed.inc()
+            logger.info("partition %s complete", source)
+
+    def _emit(self, outcome: StepOutcome, inputs: list[Task]) -> Iterator[Task]:
+        self.items_in.inc(sum(task.num_items for task in inputs))
+        self.items_out.inc(sum(task.num_items for task in outcome.outputs))
+        self.filtered.inc(len(outcome.filtered))
+        self.failed.inc(len(outcome.failed))
+        self.emitted.inc(len(outcome.outputs))
+        for task in outcome.filtered:
+            self._terminal(task)
+        for task in outcome.outputs:
+            if self.is_sink:
+                self._terminal(task)
+                task._credits = {}  # stages after the sink must not return it again
+            yield task
+
+
+class StageDoFn(_StageDoFn):
+    def process(self, task: Task) -> Iterator[Task]:
+        yield from self._emit(derive(task, self.stage.process(task), self.stage.stage_name), [task])
+
+
+class BatchStageDoFn(_StageDoFn):
+    """For stages with ``process_batch``; elements arrive as lists from BatchElements."""
+
+    def process(self, tasks: list[Task]) -> Iterator[Task]:
+        yield from self._emit(derive_batch(tasks, self.stage.process_batch(tasks), self.stage.stage_name), tasks)
+
+
+class SourceDoFn(_StageDoFn):
+    """Runs the source stage, names its partitions and drops the complete ones,
+    so finished work is never read again."""
+
+    def __init__(self, stage: ProcessingStage, completed: Iterable[str]) -> None:
+        super().__init__(stage)
+        self.done = frozenset(completed)
+        self.skipped = Metrics.counter(NAMESPACE, "partitions_skipped")
+        self.pending = Metrics.counter(NAMESPACE, "partitions_pending")
+
+    def process(self, root: Task) -> Iterator[Task]:
+        outcome = derive_sources(root, self.stage.process(root), self.stage.stage_name)
+        pending = [task for task in outcome.outputs if task.task_id not in self.done]
+        skipped = len(outcome.outputs) - len(pending)
+        self.skipped.inc(skipped)
+        self.pending.inc(len(pending))
+        logger.info(
+            "stage %s: %d partitions pending, %d skipped as complete",
+            self.stage.stage_name, len(pending), skipped,
+        )
+        outcome.outputs = pending
+        yield from self._emit(outcome, [root])

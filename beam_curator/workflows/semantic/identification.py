@@ -1,0 +1,86 @@
+"""From pairwise scores to the ids to remove, and a look at the scores.
+
+A document is a duplicate when any of its score rows reaches 1 - eps, so
+only those rows are kept while scanning: memory grows with the number of
+duplicates, not of documents.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import fsspec
+import numpy as np
+import pandas as pd
+import pyarrow.dataset as ds
+
+from beam_curator.dedup.semantic.cross_cluster import combine_scores
+from beam_curator.dedup.semantic.pairwise import SCORE
+from beam_curator.stages.io.writer import write_atomically
+
+logger = logging.getLogger(__name__)
+EPS_GRID = (0.0001, 0.001, 0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3)
+
+
+def _dataset(pairwise_results: str) -> ds.Dataset:
+    fs, path = fsspec.core.url_to_fs(pairwise_results)
+    return ds.dataset(path, format="parquet", filesystem=fs)
+
+
+def identify(pairwise_results: str, eps: float, which_to_keep: str, duplicates_folder: str) -> int:
+    """Write ``<duplicates_folder>/duplicates.parquet`` (id, max_id, cosine_sim_score); return the count."""
+    table = _dataset(pairwise_results).to_table(filter=ds.field(SCORE) >= (1 - eps))
+    frame = table.to_pandas()
+    if len(frame):
+        frame = combine_scores([frame], which_to_keep)
+    frame = frame[["id", "max_id", SCORE]].reset_index(drop=True)
+    write_atomically(f"{duplicates_folder}/duplicates.parquet", lambda handle: frame.to_parquet(handle, index=False))
+    return len(frame)
+
+
+def best_scores(pairwise_results: str, which_to_keep: str) -> pd.Series:
+    """Each document's highest score over all passes."""
+    frame = _dataset(pairwise_results).to_table(columns=["id", "max_id", SCORE, "max_rank_key"]).to_pandas()
+    return combine_scores([frame], which_to_keep)[SCORE] if len(frame) else pd.Series([], dtype=float)
+
+
+def eps_table(scores: pd.Series, grid: tuple[float, ...] = EPS_GRID) -> pd.DataFrame:
+    """How many documents each eps would remove."""
+    values = scores.to_numpy()
+    rows = [{"eps": eps, "threshold": 1 - eps, "duplicates": int((values >= 1 - eps).sum())} for eps in grid]
+    frame = pd.DataFrame(rows)
+    frame["share"] = frame["duplicates"] / max(len(values), 1)
+    return frame
+
+
+def write_analysis(pairwise_results: str, which_to_keep: str, folder: str) -> pd.DataFrame:
+    """``eps_table.csv``, ``eps_table.txt``, ``similarity_histogram.csv`` and ``similarity.png`` in ``folder``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scores = best_scores(pairwise_results, which_to_keep)
+    table = eps_table(scores)
+    counts, edges = np.histogram(scores.to_numpy(), bins=50, range=(min(0.0, float(scores.min(initial=0))), 1.0))
+    histogram = pd.DataFrame({"low": edges[:-1], "high": edges[1:], "documents": counts})
+    fs, path = fsspec.core.url_to_fs(folder)
+    fs.makedirs(path, exist_ok=True)
+    outputs = {
+        "eps_table.csv": table.to_csv(index=False).encode(),
+        "eps_table.txt": table.to_string(index=False).encode(),
+        "similarity_histogram.csv": histogram.to_csv(index=False).encode(),
+    }
+    for name, payload in outputs.items():
+        write_atomically(f"{folder}/{name}", lambda handle, payload=payload: handle.write(payload))
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    left.hist(scores.to_numpy(), bins=50, color="#4C72B0")
+    left.set(title="Highest similarity to an earlier-ranked document", xlabel="cosine_sim_score", ylabel="documents")
+    right.plot(table["eps"], table["duplicates"], marker="o")
+    right.set(title="Documents removed per eps", xlabel="eps", ylabel="duplicates", xscale="log")
+    figure.tight_layout()
+    write_atomically(f"{folder}/similarity.png", lambda handle: figure.savefig(handle, format="png", dpi=110))
+    plt.close(figure)
+    logger.info("similarity analysis written to %s", folder)
+    return table
+

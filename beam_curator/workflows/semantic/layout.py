@@ -1,0 +1,54 @@
+"""Where every phase keeps its files (NeMo Curator's layout, plus checkpoints)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CacheLayout:
+    cache_path: str
+    output_path: str
+
+    def _cache(self, *parts: str) -> str:
+        return "/".join([self.cache_path.rstrip("/"), *parts])
+
+    @property
+    def embeddings(self) -> str:
+        return self._cache("embeddings")
+
+    @property
+    def kmeans_results(self) -> str:
+        return self._cache("semantic_dedup", "kmeans_results")
+
+    @property
+    def centroids(self) -> str:
+        return f"{self.kmeans_results}/kmeans_centroids.npy"
+
+    @property
+    def by_nearest_center(self) -> str:
+        return f"{self.kmeans_results}/embs_by_nearest_center"
+
+    @property
+    def visitors(self) -> str:
+        """Documents grouped by their second-nearest center (cross-cluster pass only)."""
+        return f"{self.kmeans_results}/embs_by_second_center"
+
+    @property
+    def pairwise_results(self) -> str:
+        return self._cache("semantic_dedup", "pairwise_results")
+
+    def checkpoint(self, phase: str) -> str:
+        return self._cache("checkpoints", phase)
+
+    @property
+    def duplicates(self) -> str:
+        return f"{self.output_path.rstrip('/')}/duplicates"
+
+    @property
+    def deduplicated(self) -> str:
+        return f"{self.output_path.rstrip('/')}/deduplicated"
+
+    @property
+    def analysis(self) -> str:
+        return f"{self.output_path.rstrip('/')}/analysis"

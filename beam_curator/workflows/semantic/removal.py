@@ -1,0 +1,145 @@
+"""Removing listed duplicate ids from the original data, and reading data with stable ids."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import fsspec
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from beam_curator.stages import ProcessingStage
+from beam_curator.stages.io import JsonlReader, JsonlWriter, ParquetReader, ParquetWriter
+from beam_curator.tasks import DocumentBatch
+from beam_curator.workflows.semantic.ids import FILE_COLUMN, GENERATED_ID, ROW_COLUMN, AssignIdsStage, FileRegistry
+from beam_curator.workflows.semantic.phases import BeamSettings, PhaseBook, digest, remove_tree
+
+logger = logging.getLogger(__name__)
+
+
+class RemoveIdsStage(ProcessingStage):
+    """Drops the rows whose id is listed; the id set is loaded once per worker."""
+
+    name = "remove_duplicates"
+
+    def __init__(self, ids_url: str, id_column: str, duplicate_id_field: str = "id", drop_columns: tuple[str, ...] = (GENERATED_ID,)) -> None:
+        self.ids_url = ids_url
+        self.id_column = id_column
+        self.duplicate_id_field = duplicate_id_field
+        self.drop_columns = drop_columns
+
+    def setup(self) -> None:
+        fs, path = fsspec.core.url_to_fs(self.ids_url)
+        files = [path] if fs.isfile(path) else sorted(fs.glob(f"{path.rstrip('/')}/*.parquet"))
+        tables = [pq.read_table(file, columns=[self.duplicate_id_field], filesystem=fs) for file in files]
+        self.remove = pa.concat_tables(tables).column(0).combine_chunks() if tables else pa.array([])
+
+    def process(self, task: DocumentBatch) -> DocumentBatch:
+        table = task.to_pyarrow()
+        if table.num_rows:
+            ids = table.column(self.id_column)
+            keep = pc.invert(pc.is_in(ids, value_set=self.remove.cast(ids.type)))
+            table = table.filter(keep)
+        table = table.drop_columns([c for c in self.drop_columns if c in table.column_names])
+        result = DocumentBatch(dataset_name=task.dataset_name, data=table)
+        result._metadata = {**task._metadata, "removed": task.num_items - table.num_rows}
+        return result
+
+
+_FORMATS = {"jsonl": (JsonlReader, JsonlWriter), "parquet": (ParquetReader, ParquetWriter)}
+
+
+def file_formats(filetype: str) -> tuple[type, type]:
+    """The reader and writer classes of ``jsonl`` or ``parquet``."""
+    if filetype not in _FORMATS:
+        raise ValueError(f"input_filetype must be 'jsonl' or 'parquet', not {filetype!r}")
+    return _FORMATS[filetype]
+
+
+def id_reading_stages(
+    input_path: str | list[str], input_filetype: str, files_per_partition: int, id_field: str | None,
+    cache_path: str, fields: list[str] | None = None,
+) -> tuple[list[ProcessingStage], str]:
+    """Reader plus id assignment, identical wherever the same data is read again."""
+    reader_class, _ = file_formats(input_filetype)
+    numbers = FileRegistry(cache_path).register(input_path, reader_class.extensions) if id_field is None else {}
+    reader = reader_class(
+        input_path, files_per_partition=files_per_partition, fields=fields,
+        file_column=FILE_COLUMN if id_field is None else None, row_column=ROW_COLUMN if id_field is None else None,
+    )
+    return [reader, AssignIdsStage(numbers, id_field)], id_field or GENERATED_ID
+
+
+class TextDuplicatesRemovalWorkflow:
+    """Writes the input minus the listed duplicate ids, resumable per input partition.
+
+    ``ids_to_remove_path`` is a parquet file or folder with ``duplicate_id_field``.
+    Without ``id_field`` the ids are the generated ``_curator_dedup_id`` of the
+    file registry in ``cache_path`` (the same one the embedding phase used).
+    """
+
+    def __init__(
+        self,
+        input_path: str | list[str],
+        ids_to_remove_path: str,
+        output_path: str,
+        cache_path: str,
+        input_filetype: str = "jsonl",
+        output_filetype: str | None = None,
+        id_field: str | None = None,
+        duplicate_id_field: str = "id",
+        files_per_partition: int = 1,
+        runner: str | None = "local",
+        beam_args: list[str] | None = None,
+        **runner_settings: object,
+    ) -> None:
+        self.input_path = input_path
+        self.ids_to_remove_path = ids_to_remove_path
+        self.output_path = output_path.rstrip("/")
+        self.cache_path = cache_path
+        self.input_filetype = input_filetype
+        self.output_filetype = output_filetype or input_filetype
+        self.id_field = id_field
+        self.duplicate_id_field = duplicate_id_field
+        self.files_per_partition = files_per_partition
+        self.book = PhaseBook(f"{cache_path.rstrip('/')}/checkpoints/phases", BeamSettings(runner, list(beam_args or []), runner_settings))
+
+    def run(self) -> dict[str, Any]:
+        """Returns ``num_duplicates_removed``, ``final_output_path`` and ``removal_time``."""
+        started = time.monotonic()
+        _, writer_class = file_formats(self.output_filetype)
+        ids_key = digest([_content_digest(self.ids_to_remove_path), str(self.input_path), self.output_path])
+        checkpoint = f"{self.cache_path.rstrip('/')}/checkpoints/removal"
+        if self.book.is_done("removal", ids_key):
+            logger.info("removal: already complete for these duplicates, nothing to do")
+            removed = self.book.details("removal").get("removed", 0)
+        else:
+            if not self.book.is_done("removal-started", ids_key):  # other duplicates: start over
+                for stale in (self.output_path, checkpoint):
+                    remove_tree(stale)
+                self.book.mark_done("removal-started", ids_key)
+            stages, id_column = id_reading_stages(
+                self.input_path, self.input_filetype, self.files_per_partition, self.id_field, self.cache_path
+            )
+            summary = self.book.run_stages("removal", [
+                *stages,
+                RemoveIdsStage(self.ids_to_remove_path, id_column, self.duplicate_id_field),
+                writer_class(self.output_path),
+            ], checkpoint)
+            counters = summary.counters
+            removed = counters.get("remove_duplicates.items_in", 0) - counters.get("remove_duplicates.items_out", 0)
+            self.book.mark_done("removal", ids_key, removed=removed)
+        return {
+            "num_duplicates_removed": removed,
+            "final_output_path": self.output_path,
+            "removal_time": time.monotonic() - started,
+        }
+
+
+def _content_digest(url: str) -> str:
+    fs, path = fsspec.core.url_to_fs(url)
+    files = [path] if fs.isfile(path) else sorted(fs.glob(f"{path.rstrip('/')}/*.parquet"))
+    return digest([(file, fs.size(file), fs.checksum(file)) for file in files])

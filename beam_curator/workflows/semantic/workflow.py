@@ -1,0 +1,165 @@
+"""Semantic deduplication from embeddings (SemDeDup, Abbas et al. 2023) on Beam.
+
+Names, parameters and output layout follow NVIDIA NeMo Curator's
+``TextSemanticDeduplicationWorkflow`` so that habits and tools carry over;
+unlike it, every phase here resumes after an interruption.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import fsspec
+import numpy as np
+
+from beam_curator.stages.io import ParquetReader, ParquetWriter
+from beam_curator.stages.io.writer import write_atomically
+from beam_curator.workflows.semantic.clustering import (
+    AssignClustersStage,
+    ClusterFragmentWriter,
+    KMeansSettings,
+    fingerprint,
+    fit_centroids,
+)
+from beam_curator.workflows.semantic.identification import identify, write_analysis
+from beam_curator.workflows.semantic.layout import CacheLayout
+from beam_curator.workflows.semantic.pairwise_phase import ClusterPairwiseStage, ListClustersStage, PairwiseSettings
+from beam_curator.workflows.semantic.phases import BeamSettings, PhaseBook, digest, remove_tree
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class WorkflowResult:
+    """``metadata`` holds the timings, counts and paths of the run."""
+
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def _listing(url: str) -> list[str]:
+    fs, path = fsspec.core.url_to_fs(url)
+    return sorted(fs.glob(f"{path}/*.parquet")) if fs.exists(path) else []
+
+
+class SemanticDeduplicationWorkflow:
+    """Clustering, pairwise scoring and identification, from existing embeddings.
+
+    ``input_path`` holds parquet files with ``id_field`` and ``embedding_field``.
+    ``eps=None`` stops after scoring and writes the similarity analysis
+    (``output_path/analysis``) so eps can be chosen without rerunning.
+    ``cross_cluster=True`` also compares each document with the members of
+    its second-nearest cluster (within ``cross_cluster_margin`` of the
+    boundary, if given), finding duplicates that k-means split apart.
+    """
+
+    def __init__(
+        self,
+        input_path: str,
+        output_path: str,
+        cache_path: str | None = None,
+        id_field: str = "id",
+        embedding_field: str = "embedding",
+        n_clusters: int = 100,
+        kmeans_max_iter: int = 300,
+        kmeans_tol: float = 1e-4,
+        kmeans_max_sample_bytes: int = 2 << 30,
+        kmeans_backend: str = "auto",
+        eps: float | None = 0.01,
+        which_to_keep: str = "hard",
+        distance_metric: str = "cosine",
+        pairwise_batch_size: int = 1024,
+        cross_cluster: bool = False,
+        cross_cluster_margin: float | None = None,
+        seed: int = 42,
+        runner: str | None = "local",
+        beam_args: list[str] | None = None,
+        **runner_settings: object,
+    ) -> None:
+        if eps is not None and not 0 <= eps < 1:
+            raise ValueError(f"eps must be in [0, 1) or None, got {eps}")
+        self.input_path = input_path
+        self.layout = CacheLayout(cache_path or f"{output_path.rstrip('/')}/cache", output_path)
+        self.id_field = id_field
+        self.embedding_field = embedding_field
+        self.kmeans = KMeansSettings(n_clusters, kmeans_max_iter, kmeans_tol, seed, kmeans_max_sample_bytes, kmeans_backend)
+        self.eps = eps
+        self.pairwise = PairwiseSettings(
+            id_field, embedding_field, which_to_keep, distance_metric, pairwise_batch_size, seed, cross_cluster
+        )
+        self.cross_cluster_margin = cross_cluster_margin
+        self.book = PhaseBook(self.layout.checkpoint("phases"), BeamSettings(runner, list(beam_args or []), runner_settings))
+
+    def run(self) -> WorkflowResult:
+        started = time.monotonic()
+        metadata = self.run_phases()
+        metadata["total_time"] = time.monotonic() - started
+        return WorkflowResult(metadata)
+
+    def run_phases(self) -> dict[str, Any]:
+        files = _listing(self.input_path)
+        if not files:
+            raise FileNotFoundError(f"no embedding parquet files in {self.input_path}; run the embedding phase first")
+        with self.book.timed("kmeans"):
+            cluster_key = self._cluster(files)
+        with self.book.timed("pairwise"):
+            self._pairwise(cluster_key)
+        metadata: dict[str, Any] = {
+            "kmeans_results_path": self.layout.kmeans_results,
+            "pairwise_results_path": self.layout.pairwise_results,
+        }
+        with self.book.timed("identification"):
+            if self.eps is None:
+                write_analysis(self.layout.pairwise_results, self.pairwise.which_to_keep, self.layout.analysis)
+                metadata["analysis_path"] = self.layout.analysis
+                logger.info("eps is None: duplicates not identified; see %s to choose eps", self.layout.analysis)
+            else:
+                metadata["num_duplicates"] = identify(
+                    self.layout.pairwise_results, self.eps, self.pairwise.which_to_keep, self.layout.duplicates
+                )
+                metadata["duplicates_path"] = self.layout.duplicates
+                logger.info("identified %d duplicates at eps=%s", metadata["num_duplicates"], self.eps)
+        for phase in ("kmeans", "pairwise", "identification"):
+            metadata[f"{phase}_time"] = self.book.times.get(phase, 0.0)
+        return metadata
+
+    def _cluster(self, files: list[str]) -> str:
+        margin = self.cross_cluster_margin if self.pairwise.cross_cluster else None
+        key = digest([fingerprint(files, self.kmeans), self.pairwise.cross_cluster, margin, self.pairwise.distance_metric])
+        if self.book.is_done("kmeans", key):
+            logger.info("k-means: embeddings and settings unchanged, reusing %s", self.layout.kmeans_results)
+            return key
+        if not self.book.is_done("kmeans-fit", key):  # new embeddings or settings: start over
+            for stale in (self.layout.kmeans_results, self.layout.checkpoint("assign")):
+                remove_tree(stale)
+            centroids = fit_centroids(files, self.id_field, self.embedding_field, self.kmeans)
+            write_atomically(self.layout.centroids, lambda handle: np.save(handle, centroids))
+            self.book.mark_done("kmeans-fit", key, settings=asdict(self.kmeans))
+        visitors = self.layout.visitors if self.pairwise.cross_cluster else None
+        distance = "cosine_dist_to_cent" if self.pairwise.distance_metric == "cosine" else "l2_dist_to_cent"
+        self.book.run_stages("assign-clusters", [
+            ParquetReader(files, files_per_partition=1, fields=[self.id_field, self.embedding_field]),
+            AssignClustersStage(self.layout.centroids, self.id_field, self.embedding_field),
+            ClusterFragmentWriter(self.layout.by_nearest_center, visitors, margin, distance),
+        ], self.layout.checkpoint("assign"))
+        self.book.mark_done("kmeans", key)
+        return key
+
+    def _pairwise(self, cluster_key: str) -> None:
+        key = digest([cluster_key, asdict(self.pairwise)])
+        if self.book.is_done("pairwise", key):
+            logger.info("pairwise: results complete, reusing %s", self.layout.pairwise_results)
+            return
+        if not self.book.is_done("pairwise-started", key):  # new clusters or settings: drop old scores
+            for stale in (self.layout.pairwise_results, self.layout.checkpoint("pairwise")):
+                remove_tree(stale)
+            self.book.mark_done("pairwise-started", key)
+        visitors = self.layout.visitors if self.pairwise.cross_cluster else None
+        self.book.run_stages("pairwise", [
+            ListClustersStage(self.layout.by_nearest_center),
+            ClusterPairwiseStage(self.layout.by_nearest_center, visitors, self.pairwise),
+            ParquetWriter(self.layout.pairwise_results),
+        ], self.layout.checkpoint("pairwise"))
+        self.book.mark_done("pairwise", key)

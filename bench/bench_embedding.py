@@ -1,0 +1,200 @@
+"""Benchmark: the Beam embedding stage against its engine called directly.
+
+For each engine, the same first N corpus documents are embedded two ways with
+the same batch size: by the raw engine in a plain loop over fixed-size chunks
+(``SentenceTransformer.encode`` / ``vllm.LLM.embed``), and by a DirectRunner
+pipeline ``Create | RunInference(handler) | Count`` whose BatchElements emits
+batches of exactly that size. Model loading is excluded from both: one
+warm-up run of each comes first, and the pipeline reuses its loaded model
+through a fixed RunInference ``model_identifier``. Repeats alternate raw and
+pipeline so drifts in machine load hit both; medians are reported. The
+pipeline time still includes building and running the Beam graph.
+
+    python bench/bench_embedding.py                  # both engines, CPU
+    python bench/bench_embedding.py --engines sentence-transformers --n 5000
+    python bench/bench_embedding.py --append BENCHMARKS.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import apache_beam as beam  # noqa: E402
+from apache_beam.ml.inference.base import RunInference  # noqa: E402
+from apache_beam.testing.util import assert_that, equal_to  # noqa: E402
+
+from beam_curator.models import DEFAULT_MODEL, make_embedding_handler, resolve_model  # noqa: E402
+
+CORPUS = "debian-package-descriptions.jsonl.gz"
+CORPUS_PLACES = (
+    Path("/work/shared/data") / CORPUS,
+    Path(__file__).resolve().parents[2] / "shared" / "data" / CORPUS,
+)
+
+
+@dataclass
+class Result:
+    engine: str
+    docs: int
+    batch: int
+    raw_s: float
+    pipeline_s: float
+
+    @property
+    def ratio(self) -> float:
+        return self.raw_s / self.pipeline_s
+
+
+def find_corpus(given: Path | None) -> Path:
+    for place in ([given] if given else CORPUS_PLACES):
+        if place.is_file():
+            return place
+    searched = ", ".join(str(p) for p in ([given] if given else CORPUS_PLACES))
+    raise SystemExit(f"corpus not found (looked at {searched}); pass --data PATH to {CORPUS}")
+
+
+def load_texts(path: Path, n: int) -> list[str]:
+    texts: list[str] = []
+    with gzip.open(path, "rt", encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if len(texts) == n:
+                break
+            record = json.loads(line)
+            if not isinstance(record.get("text"), str):
+                raise SystemExit(f"{path}: line {number} has no string field 'text'")
+            texts.append(record["text"])
+    if len(texts) < n:
+        raise SystemExit(f"{path} holds only {len(texts)} documents, fewer than --n {n}")
+    return texts
+
+
+def raw_sentence_transformers(model_dir: str) -> Callable[[list[str]], object]:
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(model_dir, device="cpu")
+    return lambda chunk: model.encode(chunk, batch_size=len(chunk), convert_to_numpy=True)
+
+
+def raw_vllm(model_dir: str) -> Callable[[list[str]], object]:
+    import vllm
+
+    llm = vllm.LLM(model=model_dir, runner="pooling", gpu_memory_utilization=0.05)
+    tokenization = {"truncation": True, "max_length": llm.llm_engine.model_config.max_model_len}
+    return lambda chunk: llm.embed(chunk, tokenization_kwargs=tokenization, use_tqdm=False)
+
+
+RAW_ENGINES: dict[str, Callable[[str], Callable[[list[str]], object]]] = {
+    "sentence-transformers": raw_sentence_transformers,
+    "vllm": raw_vllm,
+}
+
+
+def time_raw(embed: Callable[[list[str]], object], texts: list[str], batch: int) -> float:
+    start = time.perf_counter()
+    for first in range(0, len(texts), batch):
+        embed(texts[first : first + batch])
+    return time.perf_counter() - start
+
+
+def time_pipeline(engine: str, texts: list[str], batch: int, model_tag: str) -> float:
+    handler = make_embedding_handler(engine, min_batch_size=batch, max_batch_size=batch)
+    start = time.perf_counter()
+    with beam.Pipeline(runner="DirectRunner") as pipeline:
+        counts = (
+            pipeline
+            | beam.Create(texts)
+            | RunInference(handler, model_identifier=model_tag)
+            | beam.combiners.Count.Globally()
+        )
+        assert_that(counts, equal_to([len(texts)]))
+    return time.perf_counter() - start
+
+
+def measure(engine: str, texts: list[str], batch: int, repeats: int) -> Result:
+    embed = RAW_ENGINES[engine](resolve_model(DEFAULT_MODEL))
+    model_tag = f"bench-{engine}-{uuid.uuid4().hex}"
+    embed(texts[:batch])  # warm-up; the pipeline's warm-up run below loads its model
+    time_pipeline(engine, texts[:batch], batch, model_tag)
+    raw, piped = [], []
+    for _ in range(repeats):
+        raw.append(time_raw(embed, texts, batch))
+        piped.append(time_pipeline(engine, texts, batch, model_tag))
+    return Result(engine, len(texts), batch, statistics.median(raw), statistics.median(piped))
+
+
+def table(results: list[Result]) -> str:
+    lines = [
+        "| engine | docs | batch | raw engine (docs/s) | Beam RunInference (docs/s) | pipeline / raw |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r.engine} | {r.docs} | {r.batch} | {r.docs / r.raw_s:.1f} "
+            f"| {r.docs / r.pipeline_s:.1f} | {r.ratio:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    import torch
+
+    cpu = platform.processor() or "unknown CPU"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        names = [ln.split(":", 1)[1].strip() for ln in cpuinfo.read_text().splitlines() if ln.startswith("model name")]
+        cpu = names[0] if names else cpu
+    versions = [f"apache-beam {beam.__version__}", f"torch {torch.__version__}"]
+    for package in ("sentence_transformers", "vllm"):
+        try:
+            versions.append(f"{package} {__import__(package).__version__}")
+        except ImportError:
+            pass
+    return f"{cpu}, {os.cpu_count()} cores, no GPU used, Python {platform.python_version()}, " + ", ".join(versions)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--engines", nargs="+", choices=sorted(RAW_ENGINES), default=sorted(RAW_ENGINES))
+    parser.add_argument("--n", type=int, default=3000, help="documents for sentence-transformers")
+    parser.add_argument("--n-vllm", type=int, default=1000, help="documents for vLLM (slower on CPU)")
+    parser.add_argument("--batch", type=int, default=64, help="batch size for both raw and pipeline")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs of each; medians are reported")
+    parser.add_argument("--data", type=Path, help=f"path to {CORPUS}")
+    parser.add_argument("--append", type=Path, help="append the table and machine description to this file")
+    args = parser.parse_args(argv)
+
+    corpus = find_corpus(args.data)
+    results = []
+    for engine in args.engines:
+        n = args.n_vllm if engine == "vllm" else args.n
+        results.append(measure(engine, load_texts(corpus, n), args.batch, args.repeats))
+        print(table(results[-1:]), flush=True)
+
+    heading = (
+        f"Embedding stage ({DEFAULT_MODEL}, {CORPUS}, first N docs): Beam RunInference "
+        f"on the DirectRunner vs the raw engine, median of {args.repeats}"
+    )
+    report = f"### {heading}\n\n{table(results)}\n\nMachine: {machine()} ({date.today()}).\n"
+    print("\n" + report)
+    if args.append:
+        with args.append.open("a", encoding="utf-8") as out:
+            out.write("\n" + report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

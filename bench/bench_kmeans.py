@@ -1,0 +1,158 @@
+"""Benchmark: beam_curator's torch k-means vs faiss-cpu vs scikit-learn.
+
+All three run on the same L2-normalised vectors with the same k and the same
+number of Lloyd iterations (early stopping off), on the same number of
+threads. Inertia is recomputed for every result by one function (squared L2
+distance of each row to its nearest returned centroid, summed in float64), so
+it compares centroids rather than each library's own bookkeeping. Times
+include initialisation, which differs: ours is greedy k-means++ on a
+subsample, scikit-learn's greedy k-means++ on all rows, faiss's random rows.
+
+    python bench/bench_kmeans.py                      # 50k x 384, k=200, 20 iters
+    python bench/bench_kmeans.py --n 200000 --k 1000  # the issue's full size
+    python bench/bench_kmeans.py --append BENCHMARKS.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from beam_curator.dedup.semantic.kmeans import assign, fit_kmeans
+
+
+def mixture_of_gaussians(n: int, d: int, n_modes: int, seed: int) -> np.ndarray:
+    """Unit vectors scattered around ``n_modes`` random directions, like
+    embeddings of a corpus with topics."""
+    rng = np.random.default_rng(seed)
+    modes = rng.standard_normal((n_modes, d)).astype(np.float32)
+    modes /= np.linalg.norm(modes, axis=1, keepdims=True)
+    x = modes[rng.integers(n_modes, size=n)]
+    x += rng.standard_normal((n, d), dtype=np.float32) * np.float32(0.6 / np.sqrt(d))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x
+
+
+def inertia(x: np.ndarray, centroids: np.ndarray) -> float:
+    dist = assign(x, centroids, device="cpu").l2_dist_to_cent.astype(np.float64)
+    return float((dist * dist).sum())
+
+
+def run_ours(x: np.ndarray, k: int, iters: int, seed: int) -> np.ndarray:
+    return fit_kmeans(x, k, max_iter=iters, tol=0, seed=seed, backend="torch", device="cpu").centroids
+
+
+def run_faiss(x: np.ndarray, k: int, iters: int, seed: int) -> np.ndarray:
+    import faiss
+
+    # No subsampling: faiss otherwise fits on 256 rows per centroid.
+    km = faiss.Kmeans(x.shape[1], k, niter=iters, seed=seed, max_points_per_centroid=x.shape[0], verbose=False)
+    km.train(x)
+    return km.centroids
+
+
+def run_sklearn(x: np.ndarray, k: int, iters: int, seed: int) -> np.ndarray:
+    from sklearn.cluster import KMeans
+
+    km = KMeans(n_clusters=k, n_init=1, max_iter=iters, tol=0, algorithm="lloyd", random_state=seed)
+    return km.fit(x).cluster_centers_.astype(np.float32)
+
+
+RUNNERS: dict[str, Callable[[np.ndarray, int, int, int], np.ndarray]] = {
+    "beam_curator (torch, cpu)": run_ours,
+    "faiss-cpu": run_faiss,
+    "scikit-learn": run_sklearn,
+}
+
+
+def measure(x: np.ndarray, k: int, iters: int, repeats: int) -> dict[str, tuple[float, float]]:
+    """Median seconds and median inertia per implementation; repeats use
+    seeds 0..repeats-1 and interleave implementations so load drifts hit all."""
+    times: dict[str, list[float]] = {name: [] for name in RUNNERS}
+    inertias: dict[str, list[float]] = {name: [] for name in RUNNERS}
+    for rep in range(repeats):
+        for name, run in RUNNERS.items():
+            start = time.perf_counter()
+            centroids = run(x, k, iters, rep)
+            times[name].append(time.perf_counter() - start)
+            inertias[name].append(inertia(x, centroids))
+    return {name: (statistics.median(times[name]), statistics.median(inertias[name])) for name in RUNNERS}
+
+
+def table(results: dict[str, tuple[float, float]]) -> str:
+    base_time, base_inertia = results["faiss-cpu"]
+    lines = [
+        "| implementation | time (s, median) | inertia (median) | time / faiss | inertia / faiss |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, (secs, value) in results.items():
+        lines.append(f"| {name} | {secs:.2f} | {value:.1f} | {secs / base_time:.2f} | {value / base_inertia:.4f} |")
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    cpu = platform.processor() or "unknown cpu"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        names = [ln.split(":", 1)[1].strip() for ln in cpuinfo.read_text().splitlines() if ln.startswith("model name")]
+        cpu = names[0] if names else cpu
+    import faiss
+    import sklearn
+
+    return (
+        f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__} with {torch.get_num_threads()} threads, "
+        f"faiss {faiss.__version__}, scikit-learn {sklearn.__version__}, Python {platform.python_version()}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=50_000, help="rows")
+    parser.add_argument("--d", type=int, default=384, help="dimensions")
+    parser.add_argument("--k", type=int, default=200, help="clusters")
+    parser.add_argument("--iters", type=int, default=20, help="Lloyd iterations for every implementation")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per implementation; medians are reported")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for all three")
+    parser.add_argument("--data", type=Path, help="a (n, d) .npy of embeddings to use instead of random data")
+    parser.add_argument("--append", type=Path, help="append the table and machine description to this file")
+    args = parser.parse_args(argv)
+
+    import faiss
+    from threadpoolctl import threadpool_limits
+
+    torch.set_num_threads(args.threads)
+    faiss.omp_set_num_threads(args.threads)
+    if args.data:
+        x = np.load(args.data).astype(np.float32)
+        x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+        source = f"{args.data} ({x.shape[0]} x {x.shape[1]})"
+    else:
+        x = mixture_of_gaussians(args.n, args.d, n_modes=args.k, seed=0)
+        source = f"{args.n} x {args.d} normalised mixture of {args.k} gaussians"
+    with threadpool_limits(args.threads):
+        results = measure(x, args.k, args.iters, args.repeats)
+
+    heading = f"k-means: {source}, k={args.k}, {args.iters} iterations, median of {args.repeats}"
+    report = f"### {heading}\n\n{table(results)}\n\nMachine: {machine()} ({date.today()}).\n"
+    ours_time, ours_inertia = results["beam_curator (torch, cpu)"]
+    faiss_time, faiss_inertia = results["faiss-cpu"]
+    print(report)
+    print(f"ours/faiss time: {ours_time / faiss_time:.2f}, ours/faiss inertia: {ours_inertia / faiss_inertia:.4f}")
+    if args.append:
+        with args.append.open("a", encoding="utf-8") as out:
+            out.write("\n" + report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""Shared fixtures: stage modules importable by SDK worker processes, and one
+EXTERNAL worker pool for the whole session (starting one costs seconds)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from beam_curator.runners import WorkerPool
+
+TESTS_DIR = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="session")
+def worker_pythonpath() -> Iterator[None]:
+    """Workers started by local multi-processing inherit this process's
+    environment; pytest puts this folder on ``sys.path`` only, so put it on
+    ``PYTHONPATH`` too for them to import ``stages_for_tests``."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")])))
+        yield
+
+
+@pytest.fixture(scope="session")
+def worker_pool() -> Iterator[WorkerPool]:
+    """A Beam worker pool in its own process group, torn down at session end."""
+    with WorkerPool(pythonpath=[str(TESTS_DIR)]) as pool:
+        yield pool

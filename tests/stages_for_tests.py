@@ -1,0 +1,113 @@
+"""Stages, corpora and the run-and-resume check shared by the runner tests.
+
+They live in an importable module (not a test file) because SDK workers in
+other processes unpickle stages by module reference: the worker processes
+get this folder on ``PYTHONPATH`` (see ``conftest.worker_env``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from beam_curator.checkpoint.lmdb_store import LmdbCheckpointStore
+from beam_curator.pipeline import Pipeline
+from beam_curator.runners import pin_worker_gpu
+from beam_curator.stages import ProcessingStage
+from beam_curator.stages.io import JsonlReader, JsonlWriter
+from beam_curator.tasks import DocumentBatch
+
+
+class TagWorker(ProcessingStage):
+    """Adds each record's text length, the pid of the process that handled it
+    and the GPU that process pinned in ``setup``, so a test can see which
+    process did the work and where it would have run."""
+
+    name = "tag_worker"
+
+    def __init__(self, gpu_lock_dir: str | None = None) -> None:
+        self.gpu_lock_dir = gpu_lock_dir
+        self.gpu: str | None = None
+
+    def setup(self) -> None:
+        self.gpu = pin_worker_gpu(lock_dir=self.gpu_lock_dir)
+
+    def process(self, task: DocumentBatch) -> DocumentBatch:
+        table = task.to_pyarrow()
+        rows = table.num_rows
+        table = table.append_column("length", pc.utf8_length(table["text"]))
+        table = table.append_column("worker_pid", pa.array([os.getpid()] * rows, pa.int64()))
+        table = table.append_column("gpu", pa.array([self.gpu] * rows, pa.string()))
+        return DocumentBatch(dataset_name=task.dataset_name, data=table, _metadata=task._metadata)
+
+
+class DropShort(ProcessingStage):
+    """Filters out batches whose first text is shorter than ``min_length``:
+    filtered partitions must complete as well as written ones."""
+
+    name = "drop_short"
+
+    def __init__(self, min_length: int) -> None:
+        self.min_length = min_length
+
+    def process(self, task: DocumentBatch) -> DocumentBatch | None:
+        texts = task.to_pyarrow()["text"]
+        return task if texts and len(texts[0].as_py()) >= self.min_length else None
+
+
+def write_corpus(folder: Path, partitions: int, records_per_file: int = 3) -> Path:
+    """``partitions`` small JSONL files; every fifth one holds only short texts."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for index in range(partitions):
+        text = "x" if index % 5 == 4 else f"document {index} " + "word " * (index % 7 + 2)
+        rows = [{"id": f"{index}-{row}", "text": text} for row in range(records_per_file)]
+        (folder / f"part-{index:05d}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+def resume_pipeline(input_dir: Path, output_dir: Path, gpu_lock_dir: Path | None = None) -> Pipeline:
+    """Read one file per partition, tag, filter the short ones, write."""
+    return Pipeline("resume", stages=[
+        JsonlReader(str(input_dir), files_per_partition=1),
+        TagWorker(str(gpu_lock_dir) if gpu_lock_dir else None),
+        DropShort(min_length=5),
+        JsonlWriter(str(output_dir)),
+    ])
+
+
+def written_records(output_dir: Path) -> list[dict]:
+    return [json.loads(line) for file in sorted(output_dir.glob("*.jsonl")) for line in file.read_text().splitlines()]
+
+
+def writer_pids(checkpoint: Path) -> set[int]:
+    """Pids in the names of the LMDB writer files (``<hostname>-<pid>.mdb``)."""
+    return {int(Path(file).stem.rsplit("-", 1)[1]) for file in LmdbCheckpointStore(str(checkpoint)).writer_files()}
+
+
+PARTITIONS = 10
+FILTERED = 2  # write_corpus makes every fifth partition too short to keep
+
+
+def run_and_resume(tmp_path: Path, runner: str, **settings: object) -> tuple[set[int], list[dict]]:
+    """Run the pipeline, check the marks are from workers, rerun it as a new
+    pipeline and check every partition is skipped. Returns the writer pids and
+    the written records."""
+    corpus = write_corpus(tmp_path / "input", PARTITIONS)
+    checkpoint = tmp_path / "checkpoint"
+
+    first = resume_pipeline(corpus, tmp_path / "out-1", tmp_path / "gpu-slots").run(str(checkpoint), runner, **settings)
+    assert (first.partitions_pending, first.partitions_completed) == (PARTITIONS, PARTITIONS)
+    records = written_records(tmp_path / "out-1")
+    assert len(records) == (PARTITIONS - FILTERED) * 3
+    pids = writer_pids(checkpoint)
+    assert pids and os.getpid() not in pids, f"marks written by the test process: {pids}"
+    assert {record["worker_pid"] for record in records} <= pids, "a worker wrote output but no marks"
+
+    second = resume_pipeline(corpus, tmp_path / "out-2").run(str(checkpoint), runner, **settings)
+    assert (second.partitions_pending, second.partitions_skipped, second.partitions_completed) == (0, PARTITIONS, 0)
+    assert not list((tmp_path / "out-2").glob("*.jsonl")), "a skipped partition was written again"
+    return pids, records

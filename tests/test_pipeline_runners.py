@@ -1,0 +1,95 @@
+"""One small pipeline on every runner preset that works offline: the same rows,
+the same files, every partition marked, and a second run that skips it all."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "scripts"))
+from curator_helpers import (  # noqa: E402
+    ChunkAndFilter,
+    expected_chunk_rows,
+    output_rows,
+    source_id,
+    worker_pythonpath,
+    write_corpus,
+)
+
+from beam_curator import Pipeline  # noqa: E402
+from beam_curator.checkpoint import open_store  # noqa: E402
+from beam_curator.stages.io import JsonlReader, JsonlWriter  # noqa: E402
+
+FILES = 4
+
+
+def pipeline(input_dir: Path, output_dir: Path) -> Pipeline:
+    return Pipeline("runners", stages=[
+        JsonlReader(str(input_dir), files_per_partition=1),
+        ChunkAndFilter(chunk=2),
+        JsonlWriter(str(output_dir)),
+    ])
+
+
+def expectations(input_dir: Path) -> tuple[list[dict], set[str], set[str]]:
+    """Rows, file names and partition ids, worked out without Beam."""
+    rows, names, partitions = [], set(), set()
+    for file in sorted(input_dir.glob("*.jsonl")):
+        kept = expected_chunk_rows([json.loads(line) for line in file.read_text().splitlines()])
+        partitions.add(source_id([file]))
+        rows += kept
+        # reader: one-to-one (_0); chunker: kept chunks by position.
+        names |= {f"{source_id([file])}_0_{i}.jsonl" for i in range((len(kept) + 1) // 2)}
+    return output_rows_of(rows), names, partitions
+
+
+def output_rows_of(rows: list[dict]) -> list[dict]:
+    return sorted(rows, key=lambda row: json.dumps(row, sort_keys=True))
+
+
+def snapshot(folder: Path) -> dict[str, int]:
+    return {file.name: file.stat().st_mtime_ns for file in folder.iterdir()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runner, settings", [
+    ("local", {}),
+    ("local-multiprocess", {"num_workers": 2}),
+    ("portable", {}),
+])
+def test_runner_writes_the_same_rows_and_a_rerun_skips_everything(
+    runner: str, settings: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", worker_pythonpath())  # workers in other processes import the stages
+    input_dir = write_corpus(tmp_path / "in", FILES)
+    output_dir, checkpoint = tmp_path / "out", str(tmp_path / "ckpt")
+    rows, names, partitions = expectations(input_dir)
+    assert len(names) >= 3 and len(partitions) == FILES  # the corpus fans out and filters
+
+    first = pipeline(input_dir, output_dir).run(checkpoint_path=checkpoint, runner=runner, **settings)
+    assert (first.partitions_pending, first.partitions_skipped) == (FILES, 0)
+    assert first.partitions_completed == FILES
+    assert output_rows(output_dir) == rows
+    assert {file.name for file in output_dir.iterdir()} == names
+    assert open_store(checkpoint).completed() == partitions
+
+    written = snapshot(output_dir)
+    second = pipeline(input_dir, output_dir).run(checkpoint_path=checkpoint, runner=runner, **settings)
+    assert (second.partitions_pending, second.partitions_skipped, second.partitions_completed) == (0, FILES, 0)
+    assert snapshot(output_dir) == written, "a rerun of a complete checkpoint must write nothing"
+
+
+def test_memory_checkpoint_on_the_local_runner(tmp_path: Path) -> None:
+    """The fsspec store in a real run: in-process workers share ``memory://``."""
+    input_dir = write_corpus(tmp_path / "in", FILES)
+    checkpoint = f"memory://{tmp_path.name}/ckpt"
+    _, _, partitions = expectations(input_dir)
+    first = pipeline(input_dir, tmp_path / "out").run(checkpoint_path=checkpoint, runner="local")
+    assert first.partitions_completed == FILES
+    assert open_store(checkpoint).completed() == partitions
+    second = pipeline(input_dir, tmp_path / "out").run(checkpoint_path=checkpoint, runner="local")
+    assert (second.partitions_pending, second.partitions_skipped) == (0, FILES)
+    open_store(checkpoint).reset()

@@ -1,0 +1,140 @@
+"""Runner presets become the Beam options Beam itself reads back."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from apache_beam.options.pipeline_options import (
+    DebugOptions,
+    DirectOptions,
+    FlinkRunnerOptions,
+    PipelineOptions,
+    PortableOptions,
+    SparkRunnerOptions,
+    StandardOptions,
+)
+
+from beam_curator.runners import RUNNERS, SETTINGS, pipeline_options, runner_args
+
+
+@pytest.fixture
+def jar(tmp_path: Path) -> str:
+    path = tmp_path / "job-server.jar"
+    path.write_bytes(b"PK")
+    return str(path)
+
+
+def test_local_is_the_in_process_fn_api_runner() -> None:
+    options = pipeline_options("local")
+    assert options.view_as(StandardOptions).runner == "FnApiRunner"
+    assert options.view_as(DirectOptions).direct_running_mode == "in_memory"
+    assert options.view_as(DirectOptions).direct_num_workers == 1
+
+
+def test_local_multiprocess_runs_the_requested_worker_processes() -> None:
+    direct = pipeline_options("local-multiprocess", num_workers=3).view_as(DirectOptions)
+    assert (direct.direct_running_mode, direct.direct_num_workers) == ("multi_processing", 3)
+    assert pipeline_options("local-multiprocess").view_as(DirectOptions).direct_num_workers >= 1
+
+
+def test_portable_embeds_a_job_service_with_loopback_workers_by_default() -> None:
+    options = pipeline_options("portable")
+    portable = options.view_as(PortableOptions)
+    assert options.view_as(StandardOptions).runner == "PortableRunner"
+    assert (portable.job_endpoint, portable.environment_type, portable.environment_config) == ("embed", "LOOPBACK", None)
+
+
+def test_portable_sends_work_to_an_external_pool() -> None:
+    portable = pipeline_options(
+        "portable", job_endpoint="jobs:8099", environment_type="external",
+        environment_config="pool.internal:50000", num_workers=4,
+    ).view_as(PortableOptions)
+    assert portable.job_endpoint == "jobs:8099"
+    assert (portable.environment_type, portable.environment_config) == ("EXTERNAL", "pool.internal:50000")
+    assert int(portable.sdk_worker_parallelism) == 4
+
+
+def test_flink_with_a_local_job_server_jar(jar: str) -> None:
+    options = pipeline_options("flink", flink_version="1.19", flink_job_server_jar=jar, parallelism=8)
+    flink = options.view_as(FlinkRunnerOptions)
+    assert options.view_as(StandardOptions).runner == "FlinkRunner"
+    assert (flink.flink_master, flink.flink_version, flink.flink_job_server_jar) == ("[local]", "1.19", jar)
+    assert flink.parallelism == 8
+    assert options.view_as(PortableOptions).environment_type == "LOOPBACK"  # a local master runs workers here
+
+
+def test_flink_cluster_keeps_beams_environment_default_unless_told() -> None:
+    remote = pipeline_options("flink", flink_master="jobmanager:8081")
+    assert remote.view_as(FlinkRunnerOptions).flink_master == "jobmanager:8081"
+    assert remote.view_as(PortableOptions).environment_type is None
+    process = pipeline_options(
+        "flink", flink_master="jobmanager:8081", environment_type="PROCESS",
+        environment_config="/opt/apache/beam/boot", num_workers=2,
+    ).view_as(PortableOptions)
+    assert process.environment_type == "PROCESS"
+    assert json.loads(process.environment_config) == {"command": "/opt/apache/beam/boot"}
+    assert int(process.sdk_worker_parallelism) == 2
+
+
+def test_spark_with_a_local_job_server_jar(jar: str) -> None:
+    options = pipeline_options("spark", spark_master_url="spark://master:7077", spark_job_server_jar=jar)
+    spark = options.view_as(SparkRunnerOptions)
+    assert options.view_as(StandardOptions).runner == "SparkRunner"
+    assert (spark.spark_master_url, spark.spark_job_server_jar) == ("spark://master:7077", jar)
+    assert pipeline_options("spark").view_as(SparkRunnerOptions).spark_master_url == "local[*]"
+
+
+def test_raw_beam_flags_pass_through_and_win() -> None:
+    options = pipeline_options(
+        "local-multiprocess", ["--direct_num_workers=5", "--experiments=use_runner_v2", "--job_name=curate"],
+        num_workers=2,
+    )
+    assert options.view_as(DirectOptions).direct_num_workers == 5
+    assert "use_runner_v2" in options.view_as(DebugOptions).experiments
+    assert options.get_all_options()["job_name"] == "curate"
+
+
+def test_no_preset_means_only_the_raw_flags() -> None:
+    options = pipeline_options(None, ["--runner=FnApiRunner"])
+    assert options.view_as(StandardOptions).runner == "FnApiRunner"
+    assert isinstance(options, PipelineOptions)
+
+
+def test_every_setting_of_every_preset_is_accepted(jar: str) -> None:
+    values = {
+        "num_workers": 2, "job_endpoint": "localhost:8099", "environment_type": "EXTERNAL",
+        "environment_config": "localhost:50000", "flink_master": "[local]", "flink_version": "1.20",
+        "flink_job_server_jar": jar, "parallelism": 2, "spark_master_url": "local[2]", "spark_job_server_jar": jar,
+    }
+    for runner in RUNNERS:
+        args = runner_args(runner, **{name: values[name] for name in SETTINGS[runner]})
+        assert args[0].startswith("--runner=")
+
+
+@pytest.mark.parametrize(
+    ("runner", "settings", "error", "message"),
+    [
+        ("dataflow-ish", {}, ValueError, "unknown runner 'dataflow-ish'; choose one of local, local-multiprocess"),
+        ("spark", {"flink_master": "jm:8081"}, ValueError, "flink_master does not apply to runner 'spark'"),
+        ("local", {"num_workers": 4}, ValueError, "num_workers does not apply to runner 'local'"),
+        ("local-multiprocess", {"num_workers": 0}, ValueError, "num_workers must be at least 1"),
+        ("portable", {"environment_type": "EXTERNAL"}, ValueError, "EXTERNAL needs environment_config='host:port'"),
+        ("portable", {"environment_type": "THREADS"}, ValueError, "unknown environment_type 'THREADS'"),
+        ("portable", {"environment_config": "localhost:5000"}, ValueError, "needs an environment_type"),
+        ("flink", {"environment_type": "PROCESS"}, ValueError, "PROCESS needs environment_config"),
+        ("flink", {"flink_version": "1.4"}, ValueError, "flink_version '1.4' has no Beam job server"),
+        ("flink", {"flink_job_server_jar": "/nowhere/flink.jar"}, FileNotFoundError, "--flink_job_server_jar"),
+        ("spark", {"spark_job_server_jar": "/nowhere/spark.jar"}, FileNotFoundError, "--spark_job_server_jar"),
+    ],
+)
+def test_bad_settings_fail_before_anything_starts(runner: str, settings: dict, error: type, message: str) -> None:
+    with pytest.raises(error, match=re.escape(message)):
+        pipeline_options(runner, **settings)
+
+
+def test_a_jar_url_is_left_for_beam_to_fetch() -> None:
+    url = "https://repo.example/beam-runners-flink-job-server.jar"
+    assert f"--flink_job_server_jar={url}" in runner_args("flink", flink_job_server_jar=url)
