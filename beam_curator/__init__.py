@@ -1,20 +1,26 @@
-"""beam_curator: resumable large-scale text curation on Apache Beam."""
+"""beam_curator: resumable large-scale text curation on Apache Beam.
 
-from beam_curator.pipeline import Pipeline, RunSummary
+Top-level names load on first use, so that the Beam-free layers (tasks,
+stages, checkpoint, dedup kernels) can be imported without Apache Beam, e.g.
+on a GPU box that only checks the numeric kernels.
+"""
 
-__all__ = [
-    "Pipeline",
-    "RunSummary",
-    "SemanticDeduplicationWorkflow",
-    "TextDuplicatesRemovalWorkflow",
-    "TextSemanticDeduplicationWorkflow",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "Pipeline": "beam_curator.pipeline",
+    "RunSummary": "beam_curator.pipeline",
+    "SemanticDeduplicationWorkflow": "beam_curator.workflows",
+    "TextDuplicatesRemovalWorkflow": "beam_curator.workflows",
+    "TextSemanticDeduplicationWorkflow": "beam_curator.workflows",
+}
+__all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
-    """Workflows load on first use: they pull in torch and the model handlers."""
-    if name in __all__:
-        from beam_curator import workflows
-
-        return getattr(workflows, name)
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module 'beam_curator' has no attribute {name!r}")

@@ -48,15 +48,15 @@ CORPUS_PLACES = (
 
 @dataclass
 class Result:
+    """Median wall-clock and CPU seconds (this process and its engine children)."""
+
     engine: str
     docs: int
     batch: int
     raw_s: float
     pipeline_s: float
-
-    @property
-    def ratio(self) -> float:
-        return self.raw_s / self.pipeline_s
+    raw_cpu_s: float
+    pipeline_cpu_s: float
 
 
 def find_corpus(given: Path | None) -> Path:
@@ -103,16 +103,38 @@ RAW_ENGINES: dict[str, Callable[[str], Callable[[list[str]], object]]] = {
 }
 
 
-def time_raw(embed: Callable[[list[str]], object], texts: list[str], batch: int) -> float:
-    start = time.perf_counter()
+def cpu_seconds() -> float:
+    """CPU time of this process and its live children (vLLM's engine runs in
+    children). On a shared machine this shows overhead that wall time, swayed
+    by other users' load, can hide or invent."""
+    import psutil
+
+    processes = [psutil.Process()]
+    processes += processes[0].children(recursive=True)
+    total = 0.0
+    for process in processes:
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def timed(run: Callable[[], None]) -> tuple[float, float]:
+    """Wall and CPU seconds of ``run()``."""
+    wall, cpu = time.perf_counter(), cpu_seconds()
+    run()
+    return time.perf_counter() - wall, cpu_seconds() - cpu
+
+
+def run_raw(embed: Callable[[list[str]], object], texts: list[str], batch: int) -> None:
     for first in range(0, len(texts), batch):
         embed(texts[first : first + batch])
-    return time.perf_counter() - start
 
 
-def time_pipeline(engine: str, texts: list[str], batch: int, model_tag: str) -> float:
+def run_pipeline(engine: str, texts: list[str], batch: int, model_tag: str) -> None:
     handler = make_embedding_handler(engine, min_batch_size=batch, max_batch_size=batch)
-    start = time.perf_counter()
     with beam.Pipeline(runner="DirectRunner") as pipeline:
         counts = (
             pipeline
@@ -121,30 +143,34 @@ def time_pipeline(engine: str, texts: list[str], batch: int, model_tag: str) -> 
             | beam.combiners.Count.Globally()
         )
         assert_that(counts, equal_to([len(texts)]))
-    return time.perf_counter() - start
 
 
 def measure(engine: str, texts: list[str], batch: int, repeats: int) -> Result:
     embed = RAW_ENGINES[engine](resolve_model(DEFAULT_MODEL))
     model_tag = f"bench-{engine}-{uuid.uuid4().hex}"
     embed(texts[:batch])  # warm-up; the pipeline's warm-up run below loads its model
-    time_pipeline(engine, texts[:batch], batch, model_tag)
+    run_pipeline(engine, texts[:batch], batch, model_tag)
     raw, piped = [], []
     for _ in range(repeats):
-        raw.append(time_raw(embed, texts, batch))
-        piped.append(time_pipeline(engine, texts, batch, model_tag))
-    return Result(engine, len(texts), batch, statistics.median(raw), statistics.median(piped))
+        raw.append(timed(lambda: run_raw(embed, texts, batch)))
+        piped.append(timed(lambda: run_pipeline(engine, texts, batch, model_tag)))
+    (raw_s, raw_cpu), (pipe_s, pipe_cpu) = (
+        tuple(statistics.median(column) for column in zip(*runs)) for runs in (raw, piped)
+    )
+    return Result(engine, len(texts), batch, raw_s, pipe_s, raw_cpu, pipe_cpu)
 
 
 def table(results: list[Result]) -> str:
     lines = [
-        "| engine | docs | batch | raw engine (docs/s) | Beam RunInference (docs/s) | pipeline / raw |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| engine | docs | batch | raw engine (docs/s) | Beam RunInference (docs/s) "
+        "| pipeline / raw | pipeline / raw, per CPU-second |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         lines.append(
             f"| {r.engine} | {r.docs} | {r.batch} | {r.docs / r.raw_s:.1f} "
-            f"| {r.docs / r.pipeline_s:.1f} | {r.ratio:.2f} |"
+            f"| {r.docs / r.pipeline_s:.1f} | {r.raw_s / r.pipeline_s:.2f} "
+            f"| {r.raw_cpu_s / r.pipeline_cpu_s:.2f} |"
         )
     return "\n".join(lines)
 
@@ -169,8 +195,8 @@ def machine() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--engines", nargs="+", choices=sorted(RAW_ENGINES), default=sorted(RAW_ENGINES))
-    parser.add_argument("--n", type=int, default=3000, help="documents for sentence-transformers")
-    parser.add_argument("--n-vllm", type=int, default=1000, help="documents for vLLM (slower on CPU)")
+    parser.add_argument("--n", type=int, default=2000, help="documents for sentence-transformers")
+    parser.add_argument("--n-vllm", type=int, default=500, help="documents for vLLM (slower on CPU)")
     parser.add_argument("--batch", type=int, default=64, help="batch size for both raw and pipeline")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each; medians are reported")
     parser.add_argument("--data", type=Path, help=f"path to {CORPUS}")

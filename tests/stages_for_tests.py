@@ -2,7 +2,7 @@
 
 They live in an importable module (not a test file) because SDK workers in
 other processes unpickle stages by module reference: the worker processes
-get this folder on ``PYTHONPATH`` (see ``conftest.worker_env``).
+get this folder on ``PYTHONPATH`` (see the fixtures in ``conftest.py``).
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def run_and_resume(tmp_path: Path, runner: str, **settings: object) -> tuple[set
     assert pids and os.getpid() not in pids, f"marks written by the test process: {pids}"
     assert {record["worker_pid"] for record in records} <= pids, "a worker wrote output but no marks"
 
-    second = resume_pipeline(corpus, tmp_path / "out-2").run(str(checkpoint), runner, **settings)
+    second = resume_pipeline(corpus, tmp_path / "out-2", tmp_path / "gpu-slots").run(str(checkpoint), runner, **settings)
     assert (second.partitions_pending, second.partitions_skipped, second.partitions_completed) == (0, PARTITIONS, 0)
     assert not list((tmp_path / "out-2").glob("*.jsonl")), "a skipped partition was written again"
     return pids, records

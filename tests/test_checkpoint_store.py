@@ -104,7 +104,9 @@ def test_union_across_writer_processes(tmp_path: Path) -> None:
     assert not metadata.exists()
 
 
-def test_an_unreadable_file_is_skipped_with_a_warning_naming_it(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_an_unreadable_file_is_skipped_with_a_warning_naming_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
     store = open_store(str(tmp_path))
     store.record("0_a_0", {"0_a": HALF})
     store.record("0_a_1", {"0_a": HALF})
@@ -130,7 +132,8 @@ def test_status_reports_what_is_on_disk(tmp_path: Path) -> None:
     store.record("0_c_0", {"0_c": HALF})
     status = store.status()
     own = str(tmp_path / METADATA_DIR / mdb_name(os.getpid()))
-    assert (status.completed, status.writer_files, status.unreadable_files, status.live_writers) == (2, [own], [], [own])
+    assert (status.completed, status.writer_files, status.unreadable_files) == (2, [own], [])
+    assert status.live_writers == [own], "this process still holds its writer open"
 
 
 def test_reset_removes_everything_and_recording_starts_afresh(tmp_path: Path) -> None:
@@ -214,3 +217,27 @@ def test_fsspec_store_unions_writers_like_lmdb(memory_path: str, caplog: pytest.
     assert store.completed() == set() and not fs.exists(f"{memory_path}/{METADATA_DIR}")
     assert store.record("0_d_0", {"0_d": Fraction(1)}) == ["0_d"], "a reset store accepts new marks"
     assert store.completed() == {"0_d"}
+
+
+def pid_namespaces_work() -> bool:
+    try:
+        return subprocess.run(["unshare", "-p", "-f", "true"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.mark.skipif(not pid_namespaces_work(), reason="needs unshare(1) and the right to create pid namespaces")
+def test_fsspec_writer_that_reuses_a_pid_keeps_the_earlier_marks(tmp_path: Path) -> None:
+    """Containers restart processes under the same host name and pid; a new
+    writer must add to what the dead one left, not overwrite it."""
+    # Object stores need no folders; on a local path the writer's must exist.
+    (tmp_path / METADATA_DIR / f"{socket.gethostname()}-1").mkdir(parents=True)
+    code = (
+        "import sys; from fractions import Fraction as F; "
+        "from beam_curator.checkpoint.fsspec_store import FsspecCheckpointStore as S; "
+        "S(sys.argv[1]).record(sys.argv[2], {sys.argv[3]: F(sys.argv[4])})"
+    )
+    for record in (["0_a_0", "0_a", "1"], ["0_b_0", "0_b", "1/2"]):
+        # Each run is pid 1 of a fresh pid namespace, as in a restarted container.
+        subprocess.run(["unshare", "-p", "-f", sys.executable, "-c", code, str(tmp_path), *record], check=True)
+    assert FsspecCheckpointStore(str(tmp_path)).completed() == {"0_a"}

@@ -39,7 +39,9 @@ class Clustered:
         for c in range(len(centres)):
             members, visitors = self.nearest == c, self.visited == c
             self.plain_parts.append(
-                semdedup_cluster_by_keys(self.ids[members], self.unit[members], self.keys[members], which, batch_size, "cpu")
+                semdedup_cluster_by_keys(
+                    self.ids[members], self.unit[members], self.keys[members], which, batch_size, "cpu"
+                )
             )
             self.cross_parts.append(
                 cross_cluster_scores(
@@ -137,7 +139,9 @@ def clustered_random_dataset(seed: int, n: int, dim: int, k: int):
     margin=st.sampled_from([None, 0.0, 0.05, 0.5]),
     batch_size=st.integers(1, 20),
 )
-def test_cross_removes_at_least_plain_and_never_more_than_brute_force(seed, n, dim, k, which, metric, margin, batch_size):
+def test_cross_removes_at_least_plain_and_never_more_than_brute_force(
+    seed, n, dim, k, which, metric, margin, batch_size
+):
     ids, points, centroids = clustered_random_dataset(seed, n, dim, k)
     run = Clustered(ids, points, centroids, which, metric, seed, margin, batch_size)
     plain, cross, brute = run.plain(), run.cross(), run.brute_force()
@@ -180,10 +184,13 @@ def test_visited_clusters_honours_the_margin():
 
 @pytest.mark.parametrize(("which", "expected"), [("hard", [7, 8, 9]), ("easy", [6, 8, 4]), ("random", [6, 8, 4])])
 def test_combine_keeps_the_best_score_and_breaks_ties_by_earlier_match(which, expected):
+    def part(ids, max_ids, scores, max_keys):
+        return score_rows(np.array(ids), np.array(max_ids), np.array(scores, np.float32), np.array(max_keys))
+
     parts = [
-        score_rows(np.array([1, 2, 3]), np.array([6, 8, 3]), np.array([0.9, 0.7, 0.0], np.float32), np.array([0.3, 0.5, 0.0])),
-        score_rows(np.array([1, 2]), np.array([7, 5]), np.array([0.9, 0.6], np.float32), np.array([0.7, 0.5])),
-        score_rows(np.array([3, 3]), np.array([9, 4]), np.array([0.8, 0.8], np.float32), np.array([0.4, 0.4])),
+        part([1, 2, 3], [6, 8, 3], [0.9, 0.7, 0.0], [0.3, 0.5, 0.0]),
+        part([1, 2], [7, 5], [0.9, 0.6], [0.7, 0.5]),
+        part([3, 3], [9, 4], [0.8, 0.8], [0.4, 0.4]),
     ]
     combined = combine_scores(parts, which)
     assert combined["id"].tolist() == [1, 2, 3]

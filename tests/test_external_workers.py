@@ -17,12 +17,26 @@ from pathlib import Path
 import pytest
 
 from beam_curator.runners import WorkerPool, gpu, pin_worker_gpu
-from stages_for_tests import run_and_resume
+from stages_for_tests import resume_pipeline, run_and_resume, write_corpus, written_records
 
 
 def test_external_worker_pool_marks_and_resumes(tmp_path: Path, worker_pool: WorkerPool) -> None:
     pids, _ = run_and_resume(tmp_path, "portable", **worker_pool.settings())
     assert worker_pool.process is not None and worker_pool.process.pid not in pids, "the pool itself ran stages"
+
+
+def test_stopping_a_pool_ends_its_sdk_workers_too(tmp_path: Path) -> None:
+    with WorkerPool(pythonpath=[str(Path(__file__).parent)]) as pool:
+        corpus = write_corpus(tmp_path / "input", 2)
+        resume_pipeline(corpus, tmp_path / "out").run(None, "portable", **pool.settings())
+        group = pool.process.pid
+        worker_pids = {record["worker_pid"] for record in written_records(tmp_path / "out")}
+        assert worker_pids and group not in worker_pids
+    with pytest.raises(ProcessLookupError):
+        os.killpg(group, 0)  # neither the pool nor any worker it started is left
+    for pid in worker_pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
 def test_local_multiprocess_workers_mark_pin_gpus_and_resume(

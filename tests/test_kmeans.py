@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -82,6 +83,10 @@ def test_tiny_byte_budget_fits_a_sample_and_chunked_assign_equals_whole(tmp_path
     np.testing.assert_array_equal(model.centroids, again.centroids)
 
     whole = assign(x, model.centroids)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # e.g. torch's warning about sharing read-only memory
+        from_disk = assign(mapped, model.centroids, chunk_rows=1000)
+    np.testing.assert_array_equal(from_disk.labels, whole.labels)
     shards = [assign(part, model.centroids, chunk_rows=333) for part in np.array_split(x, 7)]
     for field in ("labels", "second_labels"):
         np.testing.assert_array_equal(np.concatenate([getattr(s, field) for s in shards]), getattr(whole, field))

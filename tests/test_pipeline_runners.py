@@ -4,24 +4,30 @@ the same files, every partition marked, and a second run that skips it all."""
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 from curator_helpers import (  # noqa: E402
     ChunkAndFilter,
+    canonical,
     expected_chunk_rows,
     output_rows,
     source_id,
-    worker_pythonpath,
+    scripts_pythonpath,
     write_corpus,
 )
 
 from beam_curator import Pipeline  # noqa: E402
 from beam_curator.checkpoint import open_store  # noqa: E402
+from beam_curator.stages import ProcessingStage  # noqa: E402
 from beam_curator.stages.io import JsonlReader, JsonlWriter  # noqa: E402
+from beam_curator.tasks import DocumentBatch  # noqa: E402
 
 FILES = 4
 
@@ -43,11 +49,7 @@ def expectations(input_dir: Path) -> tuple[list[dict], set[str], set[str]]:
         rows += kept
         # reader: one-to-one (_0); chunker: kept chunks by position.
         names |= {f"{source_id([file])}_0_{i}.jsonl" for i in range((len(kept) + 1) // 2)}
-    return output_rows_of(rows), names, partitions
-
-
-def output_rows_of(rows: list[dict]) -> list[dict]:
-    return sorted(rows, key=lambda row: json.dumps(row, sort_keys=True))
+    return canonical(rows), names, partitions
 
 
 def snapshot(folder: Path) -> dict[str, int]:
@@ -63,7 +65,7 @@ def snapshot(folder: Path) -> dict[str, int]:
 def test_runner_writes_the_same_rows_and_a_rerun_skips_everything(
     runner: str, settings: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("PYTHONPATH", worker_pythonpath())  # workers in other processes import the stages
+    monkeypatch.setenv("PYTHONPATH", scripts_pythonpath())  # workers in other processes import the stages
     input_dir = write_corpus(tmp_path / "in", FILES)
     output_dir, checkpoint = tmp_path / "out", str(tmp_path / "ckpt")
     rows, names, partitions = expectations(input_dir)
@@ -75,6 +77,10 @@ def test_runner_writes_the_same_rows_and_a_rerun_skips_everything(
     assert output_rows(output_dir) == rows
     assert {file.name for file in output_dir.iterdir()} == names
     assert open_store(checkpoint).completed() == partitions
+    writers = {Path(file).stem for file in open_store(checkpoint).status().writer_files}
+    own = f"{socket.gethostname()}-{os.getpid()}"
+    # Marks are written where the work ran: in this process, or in the worker processes.
+    assert (writers == {own}) == (runner != "local-multiprocess"), writers
 
     written = snapshot(output_dir)
     second = pipeline(input_dir, output_dir).run(checkpoint_path=checkpoint, runner=runner, **settings)
@@ -93,3 +99,28 @@ def test_memory_checkpoint_on_the_local_runner(tmp_path: Path) -> None:
     second = pipeline(input_dir, tmp_path / "out").run(checkpoint_path=checkpoint, runner="local")
     assert (second.partitions_pending, second.partitions_skipped) == (0, FILES)
     open_store(checkpoint).reset()
+
+
+class MergeBatches(ProcessingStage):
+    """Merges each batch into one task: M inputs, one output."""
+
+    batch_size = 8
+
+    def process(self, task: DocumentBatch) -> DocumentBatch:
+        return task
+
+    def process_batch(self, tasks: list[DocumentBatch]) -> list[DocumentBatch]:
+        return [DocumentBatch(data=pa.concat_tables([task.to_pyarrow() for task in tasks]))]
+
+
+def test_a_batch_stage_merging_partitions_marks_every_one_of_them(tmp_path: Path) -> None:
+    input_dir = write_corpus(tmp_path / "in", FILES)
+    _, _, partitions = expectations(input_dir)
+    summary = Pipeline("merge", stages=[
+        JsonlReader(str(input_dir)), MergeBatches(), JsonlWriter(str(tmp_path / "out")),
+    ]).run(checkpoint_path=str(tmp_path / "ckpt"), runner="local")
+    assert summary.partitions_completed == FILES
+    assert open_store(str(tmp_path / "ckpt")).completed() == partitions
+    lines = [line for file in input_dir.glob("*.jsonl") for line in file.read_text().splitlines()]
+    every_row = canonical([json.loads(line) for line in lines])
+    assert output_rows(tmp_path / "out") == every_row

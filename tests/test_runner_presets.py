@@ -77,6 +77,9 @@ def test_flink_cluster_keeps_beams_environment_default_unless_told() -> None:
     assert process.environment_type == "PROCESS"
     assert json.loads(process.environment_config) == {"command": "/opt/apache/beam/boot"}
     assert int(process.sdk_worker_parallelism) == 2
+    config = '{"command": "/opt/apache/beam/boot", "env": {"BEAM_CURATOR_GPUS": "0,1"}}'
+    given = pipeline_options("flink", environment_type="PROCESS", environment_config=config)
+    assert given.view_as(PortableOptions).environment_config == config  # JSON is Beam's own form: kept as is
 
 
 def test_spark_with_a_local_job_server_jar(jar: str) -> None:

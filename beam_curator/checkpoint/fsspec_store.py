@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import threading
+import uuid
 from fractions import Fraction
 from typing import Mapping
 
@@ -33,6 +34,8 @@ class _Writer:
         self.folder = folder
         self.ledger = CreditLedger()
         self.sequence = itertools.count()
+        self.token = uuid.uuid4().hex[:12]
+        fs.makedirs(folder, exist_ok=True)
         self.mutex = threading.Lock()
 
     def record(self, task_id: str, credits: Mapping[str, Fraction]) -> list[str]:
@@ -42,7 +45,7 @@ class _Writer:
                 "done": finished,
                 "credits": [[s, task_id, str(c)] for s, c in credits.items() if s not in self.ledger.complete],
             }
-            with self.fs.open(f"{self.folder}/{next(self.sequence):012d}.json", "w") as handle:
+            with self.fs.open(f"{self.folder}/{self.token}-{next(self.sequence):012d}.json", "w") as handle:
                 json.dump(entry, handle)
             return finished
 

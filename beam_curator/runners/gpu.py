@@ -6,8 +6,9 @@ without help every process loads its model onto device 0. Each process
 instead claims the lowest free *slot* on its host (an ``flock`` on
 ``<lock_dir>/<slot>.lock``, released by the kernel when the process dies, so
 a restarted worker reuses the slot) and takes device ``slot % n_devices``.
-This works the same for PROCESS, DOCKER (with a shared ``/tmp``), EXTERNAL
-pools and local multi-processing, whose worker ids are not comparable.
+This works the same for PROCESS environments, EXTERNAL pools, local
+multi-processing and DOCKER (given a shared lock folder), whose worker ids
+are not comparable.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import tempfile
 from typing import IO
 
 GPUS_VARIABLE = "BEAM_CURATOR_GPUS"
+LOCK_DIR_VARIABLE = "BEAM_CURATOR_GPU_LOCK_DIR"
 _claimed: tuple[int, str, IO[str]] | None = None  # (pid, device, held slot lock)
 
 
@@ -64,8 +66,9 @@ def pin_worker_gpu(devices: list[str] | None = None, lock_dir: str | None = None
     Call it in a stage's ``setup`` before anything touches CUDA. Returns the
     device, or None without GPUs. A process that already sees one device
     keeps it (the launcher placed it); calling again returns the same device.
-    ``lock_dir`` must be shared by the processes of one host (default: a
-    folder in the system temporary directory).
+    ``lock_dir`` must be shared by the processes of one host (default:
+    ``BEAM_CURATOR_GPU_LOCK_DIR``, else a folder in the system temporary
+    directory; containers need a host folder mounted there).
     """
     global _claimed
     if _claimed is not None and _claimed[0] == os.getpid():  # a forked child claims its own
@@ -78,7 +81,8 @@ def pin_worker_gpu(devices: list[str] | None = None, lock_dir: str | None = None
             "CUDA is already initialised in this process, so CUDA_VISIBLE_DEVICES can no longer take effect; "
             "call pin_worker_gpu() in setup() before loading any model"
         )
-    slot, handle = _claim_slot(lock_dir or os.path.join(tempfile.gettempdir(), "beam_curator_gpu_slots"))
+    default_dir = os.environ.get(LOCK_DIR_VARIABLE) or os.path.join(tempfile.gettempdir(), "beam_curator_gpu_slots")
+    slot, handle = _claim_slot(lock_dir or default_dir)
     device = choices[slot % len(choices)]
     os.environ["CUDA_VISIBLE_DEVICES"] = device
     _claimed = (os.getpid(), device, handle)

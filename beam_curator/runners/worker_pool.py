@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 
 def free_port() -> int:
@@ -47,15 +48,11 @@ class WorkerPool:
         self.port = port or free_port()
         self.startup_timeout = startup_timeout
         self.process: subprocess.Popen | None = None
-        self._log = tempfile.NamedTemporaryFile(prefix="beam-worker-pool-", suffix=".log", delete=False)
+        self._log: IO[bytes] | None = None
 
     @property
     def address(self) -> str:
         return f"localhost:{self.port}"
-
-    @property
-    def log_path(self) -> Path:
-        return Path(self._log.name)
 
     def settings(self) -> dict[str, str]:
         """Preset settings that send a portable runner's work to this pool."""
@@ -64,10 +61,13 @@ class WorkerPool:
     def _environment(self) -> dict[str, str]:
         env = dict(os.environ)
         env["PATH"] = os.pathsep.join([os.path.dirname(self.python), env.get("PATH", "")])
-        env["PYTHONPATH"] = os.pathsep.join([*self.pythonpath, *filter(None, [env.get("PYTHONPATH")])])
+        pythonpath = [*self.pythonpath, *filter(None, [env.get("PYTHONPATH")])]
+        if pythonpath:
+            env["PYTHONPATH"] = os.pathsep.join(pythonpath)
         return env
 
     def start(self) -> "WorkerPool":
+        self._log = tempfile.NamedTemporaryFile(prefix="beam-worker-pool-", suffix=".log", delete=False)
         self.process = subprocess.Popen(
             [self.python, "-m", "apache_beam.runners.worker.worker_pool_main", f"--service_port={self.port}"],
             env=self._environment(), stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
@@ -101,12 +101,15 @@ class WorkerPool:
             time.sleep(0.1)
         _signal_group(group, signal.SIGKILL)
         self.process.wait()
-        self._log.close()
-        self.log_path.unlink(missing_ok=True)
+        if self._log is not None:
+            self._log.close()
+            Path(self._log.name).unlink(missing_ok=True)
 
     def log_tail(self, lines: int = 30) -> str:
         """The end of the pool's output (its workers' too), for error messages."""
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        if self._log is None:
+            return ""
+        return "\n".join(Path(self._log.name).read_text(errors="replace").splitlines()[-lines:])
 
     def __enter__(self) -> "WorkerPool":
         return self.start()

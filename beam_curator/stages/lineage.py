@@ -72,7 +72,7 @@ def derive(parent: Task, result: StageResult, stage_name: str) -> StepOutcome:
     """Give the results of ``stage.process(parent)`` their ids and credits."""
     outcome = StepOutcome()
     items = _as_list(result)
-    if len(items) == 1 and _is_filtered(items[0]):
+    if items and all(_is_filtered(item) for item in items):
         outcome.filtered.append(parent)
         return outcome
     # An empty list returns no credit: the partition stays pending (replayed).
@@ -112,7 +112,7 @@ def derive_batch(parents: list[Task], results: list[StageResult], stage_name: st
             pooled[source] = pooled.get(source, Fraction(0)) + share
     anchor = min(parents, key=lambda task: task.task_id)
     merged = _child(anchor, anchor.task_id, pooled)
-    return derive(merged, [r for r in results if not _is_filtered(r)] or [], stage_name)
+    return derive(merged, results, stage_name)
 
 
 def derive_sources(root: Task, result: StageResult, stage_name: str) -> StepOutcome:
@@ -128,10 +128,11 @@ def derive_sources(root: Task, result: StageResult, stage_name: str) -> StepOutc
         segment = item.get_deterministic_id()
         if segment is None:
             segment = str(position)
-        elif "_" in segment:
+        elif "_" in segment or "/" in segment:
             raise LineageError(
-                f"stage {stage_name}: deterministic id {segment!r} of {type(item).__name__} contains '_', "
-                "which separates lineage segments; return an id without underscores from get_deterministic_id()"
+                f"stage {stage_name}: deterministic id {segment!r} of {type(item).__name__} contains '_' or '/', "
+                "which separate lineage segments and checkpoint keys; return an id without them from "
+                "get_deterministic_id()"
             )
         task_id = f"{root.task_id}_{segment}"
         if task_id in seen:

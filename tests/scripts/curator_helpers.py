@@ -2,7 +2,7 @@
 
 They live in an importable module (not a test file, not ``__main__``)
 because Beam workers in other processes unpickle stages by module reference;
-tests put this folder on ``PYTHONPATH`` for them (see ``worker_pythonpath``).
+tests put this folder on ``PYTHONPATH`` for them (see ``scripts_pythonpath``).
 """
 
 from __future__ import annotations
@@ -12,13 +12,15 @@ import os
 import time
 from pathlib import Path
 
+from beam_curator import Pipeline
 from beam_curator.stages import ProcessingStage
+from beam_curator.stages.io import JsonlReader, JsonlWriter
 from beam_curator.tasks import DocumentBatch, FileGroupTask
 
 SCRIPTS_DIR = Path(__file__).resolve().parent
 
 
-def worker_pythonpath() -> str:
+def scripts_pythonpath() -> str:
     """``PYTHONPATH`` for subprocess workers, with this folder first."""
     return os.pathsep.join(filter(None, [str(SCRIPTS_DIR), os.environ.get("PYTHONPATH", "")]))
 
@@ -41,10 +43,14 @@ def source_id(paths: list[str | Path]) -> str:
     return f"0_{FileGroupTask(data=[str(p) for p in paths]).get_deterministic_id()}"
 
 
-def output_rows(folder: Path) -> list[dict]:
-    """Every record written under ``folder``, in a canonical order."""
-    rows = [json.loads(line) for file in sorted(folder.glob("*.jsonl")) for line in file.read_text().splitlines()]
+def canonical(rows: list[dict]) -> list[dict]:
+    """Rows in an order that does not depend on which worker wrote them."""
     return sorted(rows, key=lambda row: json.dumps(row, sort_keys=True))
+
+
+def output_rows(folder: Path) -> list[dict]:
+    """Every record written under ``folder``, in canonical order."""
+    return canonical([json.loads(line) for file in folder.glob("*.jsonl") for line in file.read_text().splitlines()])
 
 
 class ChunkAndFilter(ProcessingStage):
@@ -92,3 +98,13 @@ class SlowLog(ProcessingStage):
             log.write(task.task_id + "\n")
         time.sleep(self.delay)
         return task
+
+
+def resume_pipeline(input_dir: str, output_dir: str, log_path: str, delay: float) -> Pipeline:
+    """Read one file per partition, log and wait, fan out and filter, write."""
+    return Pipeline("resume", stages=[
+        JsonlReader(input_dir, files_per_partition=1),
+        SlowLog(log_path, delay),
+        ChunkAndFilter(chunk=2),
+        JsonlWriter(output_dir),
+    ])

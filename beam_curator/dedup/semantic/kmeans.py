@@ -151,7 +151,7 @@ def assign(
     if chunk_rows < 1:
         raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
     dev = _torch_device(device)
-    cent = torch.from_numpy(np.ascontiguousarray(centroids, dtype=np.float32)).to(dev)
+    cent = _tensor(centroids, dev)
     k = cent.shape[0]
     cent_sq = (cent * cent).sum(1)
     n = x.shape[0]
@@ -165,7 +165,7 @@ def assign(
     }
     for start in range(0, n, chunk_rows):
         stop = min(start + chunk_rows, n)
-        rows = torch.from_numpy(np.ascontiguousarray(x[start:stop], dtype=np.float32)).to(dev)
+        rows = _tensor(x[start:stop], dev)
         rows_sq = (rows * rows).sum(1)
         # ||x||^2 is the same for every centroid, so rank on ||c||^2 - 2 x.c.
         partial = torch.addmm(cent_sq, rows, cent.T, beta=1, alpha=-2)
@@ -203,6 +203,13 @@ def _check_matrix(a: np.ndarray, name: str) -> None:
         raise ValueError(f"{name} must hold floating-point embeddings, got dtype {a.dtype}")
 
 
+def _tensor(a: np.ndarray, device: torch.device) -> torch.Tensor:
+    """float32 tensor on ``device``, sharing ``a``'s memory when it can
+    (torch cannot share a read-only buffer such as a memmap opened "r")."""
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    return (torch.from_numpy(a) if a.flags.writeable else torch.tensor(a)).to(device)
+
+
 def _budgeted_sample(x: np.ndarray, k: int, max_sample_bytes: int | None, seed: int) -> np.ndarray:
     """The float32 rows to fit on: all of ``x``, or a seeded uniform sample
     within the byte budget (sorted, so a memmap is read front to back)."""
@@ -217,14 +224,17 @@ def _budgeted_sample(x: np.ndarray, k: int, max_sample_bytes: int | None, seed: 
                 f"(a few hundred rows per cluster is better)"
             )
         index = np.sort(np.random.default_rng(seed).choice(n, size=budget_rows, replace=False))
+        sample = np.ascontiguousarray(x[index], dtype=np.float32)
     else:
         index = np.arange(n)
-    sample = np.ascontiguousarray(x[index], dtype=np.float32)
-    bad = np.flatnonzero(~np.isfinite(sample).all(axis=1))
+        sample = np.ascontiguousarray(x, dtype=np.float32)  # no copy when x already is
+    # A NaN or inf anywhere in a row makes its squared norm non-finite, so one
+    # cheap reduction finds them without a (rows x d) temporary.
+    bad = np.flatnonzero(~np.isfinite(np.einsum("ij,ij->i", sample, sample)))
     if bad.size:
         raise ValueError(
-            f"x row {int(index[bad[0]])} (and {bad.size - 1} more) holds NaN or inf; "
-            "drop or re-embed those records before clustering"
+            f"x row {int(index[bad[0]])} (and {bad.size - 1} more) holds NaN, inf or values too large "
+            "for float32 distances; drop or re-embed those records before clustering"
         )
     return sample
 
@@ -295,7 +305,7 @@ def _fit_cuml(
 def _fit_torch(
     sample: np.ndarray, k: int, max_iter: int, tol: float, seed: int, device: torch.device
 ) -> KMeansModel:
-    x = torch.from_numpy(sample).to(device)
+    x = _tensor(sample, device)
     gen = torch.Generator().manual_seed(seed)
     lloyd = _Lloyd(x, k)
     with _one_cpu_thread(device):

@@ -8,8 +8,8 @@ decides which copy survives.
 
 The similarity matrix is never held whole: rows go through in blocks of
 ``batch_size`` and columns in chunks, so a giant cluster costs
-O(batch_size x chunk) memory. Blocks are plain float32 matmuls followed by a
-masked max; only the block straddling the diagonal needs masking.
+O(batch_size x chunk) memory. Blocks are plain float32 matmuls into one reused
+buffer, followed by a max; only the squares on the diagonal need masking.
 """
 
 from __future__ import annotations
@@ -31,8 +31,13 @@ partial results from several passes can be combined without looking it up."""
 # Elements in one similarity block (128 MiB of float32): large enough that the
 # matmul dominates, small enough for any device.
 _BLOCK_ELEMENTS = 1 << 25
-# Column spans of a row block: keys ranked before all of its queries, mixed, after all.
-_EARLIER, _MIXED, _LATER = "earlier", "mixed", "later"
+# Rows per tile where a row block meets the diagonal (see ``_Scan.row_block``):
+# the wasted tile x tile squares shrink with the tile, but each tile costs a few
+# extra tensor operations. On a CPU an operation costs microseconds, as much as
+# a few hundred thousand FLOPs, so tiles can be small; on a GPU each costs a
+# kernel launch, worth far more than the waste of squares up to ~2048 rows.
+_CPU_DIAGONAL_TILE = 128
+_GPU_DIAGONAL_TILE = 2048
 
 
 @dataclass
@@ -75,43 +80,84 @@ def earlier_max_similarity(
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    dev = resolve_device(device)
-    q = _unit_rows(queries, dev)
-    k = q if keys is queries else _unit_rows(keys, dev)
-    q_rank = np.asarray(query_rank, dtype=np.int64)
-    k_rank = np.asarray(key_rank, dtype=np.int64)
-    q_rank_t = torch.from_numpy(q_rank).to(dev)
-    k_rank_t = torch.from_numpy(k_rank).to(dev)
-    q_best, q_arg = _no_match(len(q_rank), dev)
-    k_best, k_arg = _no_match(len(k_rank) if symmetric else 0, dev)
-    chunk = max(batch_size, _BLOCK_ELEMENTS // batch_size)
-    for start in range(0, len(q_rank), batch_size):
-        stop = min(start + batch_size, len(q_rank))
-        rows, row_rank = q[start:stop], q_rank_t[start:stop, None]
+    scan = _Scan(queries, keys, query_rank, key_rank, batch_size, resolve_device(device), symmetric)
+    for start in range(0, len(scan.q_rank), batch_size):
+        scan.row_block(start, min(start + batch_size, len(scan.q_rank)))
+    result = EarlierMax(scan.q_best.cpu().numpy(), scan.q_arg.cpu().numpy())
+    if symmetric:
+        result.key_score, result.key_index = scan.k_best.cpu().numpy(), scan.k_arg.cpu().numpy()
+    return result
+
+
+class _Scan:
+    """The running maxima of one :func:`earlier_max_similarity` call, and the one
+    similarity buffer all its matmuls write into (a fresh 128 MiB block per
+    matmul would cost page faults that a reused one pays once)."""
+
+    def __init__(
+        self, queries: np.ndarray, keys: np.ndarray, query_rank: np.ndarray, key_rank: np.ndarray,
+        batch_size: int, dev: torch.device, symmetric: bool,
+    ) -> None:
+        self.q = _unit_rows(queries, dev)
+        self.k = self.q if keys is queries else _unit_rows(keys, dev)
+        self.q_rank = np.asarray(query_rank, dtype=np.int64)
+        self.k_rank = np.asarray(key_rank, dtype=np.int64)
+        self.q_rank_t = torch.from_numpy(self.q_rank).to(dev)
+        self.k_rank_t = torch.from_numpy(self.k_rank).to(dev)
+        self.q_best, self.q_arg = _no_match(len(self.q_rank), dev)
+        self.k_best, self.k_arg = _no_match(len(self.k_rank) if symmetric else 0, dev)
+        self.batch, self.symmetric = batch_size, symmetric
+        self.chunk = max(batch_size, _BLOCK_ELEMENTS // batch_size)
+        rows, cols = min(batch_size, len(self.q_rank)), min(self.chunk, len(self.k_rank))
+        self.buffer = torch.empty(rows * cols, dtype=torch.float32, device=dev)
+
+    def row_block(self, start: int, stop: int) -> None:
         # Keys before the block's first query are before all of its queries, keys
         # after its last query before none: only the span between needs a mask.
-        before_all = int(np.searchsorted(k_rank, q_rank[start]))
-        before_some = int(np.searchsorted(k_rank, q_rank[stop - 1]))
-        spans = [(0, before_all, _EARLIER), (before_all, before_some, _MIXED)]
-        if symmetric:
-            spans.append((before_some, len(k_rank), _LATER))
-        for lo, hi, kind in spans:
-            for c0 in range(lo, hi, chunk):
-                c1 = min(c0 + chunk, hi)
-                sim = rows @ k[c0:c1].T
-                if kind == _MIXED:
-                    later = k_rank_t[None, c0:c1] >= row_rank
-                    if symmetric:
-                        _keep_larger(k_best[c0:c1], k_arg[c0:c1], sim.masked_fill(~later, -torch.inf).max(dim=0), start)
-                    sim.masked_fill_(later, -torch.inf)
-                if kind == _LATER:
-                    _keep_larger(k_best[c0:c1], k_arg[c0:c1], sim.max(dim=0), start)
-                else:
-                    _keep_larger(q_best[start:stop], q_arg[start:stop], sim.max(dim=1), c0)
-    result = EarlierMax(q_best.cpu().numpy(), q_arg.cpu().numpy())
-    if symmetric:
-        result.key_score, result.key_index = k_best.cpu().numpy(), k_arg.cpu().numpy()
-    return result
+        before_all = self._keys_before(start)
+        before_some = self._keys_before(stop - 1)
+        self._query_side(start, stop, 0, before_all)
+        if not self.symmetric:
+            # The mixed span goes by tiles of rows, so that of the products
+            # computed only the tile x tile squares on the diagonal are unused
+            # (by whole row blocks, half of a batch x batch square would be).
+            tile = min(self.batch, _CPU_DIAGONAL_TILE if self.q.device.type == "cpu" else _GPU_DIAGONAL_TILE)
+            for t0 in range(start, stop, tile):
+                t1 = min(t0 + tile, stop)
+                self._query_side(t0, t1, before_all, self._keys_before(t1 - 1))
+            return
+        # Symmetric: every product of the mixed span serves one side or the other.
+        for c0, c1 in self._chunks(before_all, before_some):
+            sim = self._block(start, stop, c0, c1)
+            later = self.k_rank_t[None, c0:c1] >= self.q_rank_t[start:stop, None]
+            earlier_query = sim.masked_fill(~later, -torch.inf).max(dim=0)
+            _keep_larger(self.k_best[c0:c1], self.k_arg[c0:c1], earlier_query, start)
+            _keep_larger(self.q_best[start:stop], self.q_arg[start:stop], sim.masked_fill_(later, -torch.inf).max(dim=1), c0)
+        for c0, c1 in self._chunks(before_some, len(self.k_rank)):
+            _keep_larger(self.k_best[c0:c1], self.k_arg[c0:c1], self._block(start, stop, c0, c1).max(dim=0), start)
+
+    def _query_side(self, r0: int, r1: int, lo: int, hi: int) -> None:
+        """Fold keys ``lo:hi`` into the best matches of queries ``r0:r1``; only keys
+        not ranked before the first of these queries need masking."""
+        mask_from = self._keys_before(r0)
+        for c0, c1 in self._chunks(lo, hi):
+            sim = self._block(r0, r1, c0, c1)
+            if c1 > mask_from:
+                m0 = max(c0, mask_from)
+                not_earlier = self.k_rank_t[None, m0:c1] >= self.q_rank_t[r0:r1, None]
+                sim[:, m0 - c0 :].masked_fill_(not_earlier, -torch.inf)
+            _keep_larger(self.q_best[r0:r1], self.q_arg[r0:r1], sim.max(dim=1), c0)
+
+    def _keys_before(self, query: int) -> int:
+        return int(np.searchsorted(self.k_rank, self.q_rank[query]))
+
+    def _chunks(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        return [(c0, min(c0 + self.chunk, hi)) for c0 in range(lo, hi, self.chunk)]
+
+    def _block(self, r0: int, r1: int, c0: int, c1: int) -> torch.Tensor:
+        """Similarities of queries ``r0:r1`` with keys ``c0:c1``, in the shared buffer."""
+        out = self.buffer[: (r1 - r0) * (c1 - c0)].view(r1 - r0, c1 - c0)
+        return torch.mm(self.q[r0:r1], self.k[c0:c1].T, out=out)
 
 
 def max_similarity_to_earlier(
@@ -188,5 +234,5 @@ def _keep_larger(best: torch.Tensor, arg: torch.Tensor, found: tuple[torch.Tenso
     """Update running maxima in place; equal values keep the earlier match."""
     values, index = found
     better = values > best
-    best.copy_(torch.where(better, values, best))
-    arg.copy_(torch.where(better, index + offset, arg))
+    torch.where(better, values, best, out=best)
+    torch.where(better, index.add_(offset), arg, out=arg)

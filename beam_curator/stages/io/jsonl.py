@@ -7,6 +7,7 @@ import json
 import fsspec
 import pyarrow as pa
 
+from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.reader import FileReader, FileReaderStage
 from beam_curator.stages.io.writer import FileWriterStage
 
@@ -30,7 +31,7 @@ class JsonlReaderStage(FileReaderStage):
         try:
             return pa.Table.from_pylist(records), skipped
         except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
-            raise ValueError(f"{path}: records have inconsistent types ({error}); make each field one type") from error
+            raise CuratorInputError(f"{path}: records have inconsistent types ({error}); make each field one type") from error
 
     def _parse(self, path: str, number: int, raw: bytes) -> dict | None:
         if not raw.strip():

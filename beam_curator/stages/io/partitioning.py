@@ -35,6 +35,7 @@ def expand_paths(file_paths: str | list[str], extensions: tuple[str, ...]) -> li
             raise CuratorInputError(
                 f"input {pattern!r} matches no {'/'.join(extensions)} files; check the path or glob"
             )
+        matches = [m for m in matches if not m.rstrip("/").rsplit("/", 1)[-1].startswith(".")]
         local = isinstance(fs, LocalFileSystem)
         found.update(match if local else fs.unstrip_protocol(match) for match in matches)
     return sorted(found)

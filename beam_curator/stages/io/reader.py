@@ -56,19 +56,23 @@ class FileReaderStage(ProcessingStage):
         logger.warning("skipping bad record in %s", message)
 
     def process(self, task: FileGroupTask) -> DocumentBatch:
-        tables, skipped = [], 0
+        tables, empty, skipped = [], None, 0
         for path in task.data:
             table, file_skipped = self.read_file(path)
             skipped += file_skipped
             if table.num_rows == 0:
                 logger.warning("input file %s holds no records", path)
+                empty = table
                 continue
             if self.row_column:
                 table = table.append_column(self.row_column, pa.array(range(table.num_rows), pa.int64()))
             if self.file_column:
                 table = table.append_column(self.file_column, pa.array([path] * table.num_rows, pa.string()))
             tables.append(table)
-        data = pa.concat_tables(tables, promote_options="permissive") if tables else pa.table({})
+        if tables:
+            data = pa.concat_tables(tables, promote_options="permissive")
+        else:  # keep the requested columns, so that writers selecting fields still work
+            data = empty if empty is not None else pa.table({})
         batch = DocumentBatch(dataset_name=task.dataset_name, data=data)
         batch._metadata = {**task._metadata, "source_files": list(task.data), "skipped_records": skipped}
         return batch

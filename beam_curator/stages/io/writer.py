@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import uuid
 from abc import abstractmethod
-from typing import BinaryIO
+from typing import BinaryIO, Callable
 
 import fsspec
 import pyarrow as pa
@@ -46,15 +46,25 @@ class FileWriterStage(ProcessingStage):
         return result
 
 
-def write_atomically(url: str, write) -> None:
-    """Write through a temporary sibling, make it durable, then rename it to ``url``."""
+def write_atomically(url: str, write: Callable[[BinaryIO], object]) -> None:
+    """Write through a temporary sibling, make it durable, then rename it to ``url``.
+
+    A failed write removes its temporary file. A killed process can leave one
+    behind: it is a dotfile, which the readers skip, and the partition it
+    belonged to was never marked, so the next run writes the file again.
+    """
     fs, final = fsspec.core.url_to_fs(url)
     folder, name = final.rsplit("/", 1)
     temporary = f"{folder}/.tmp-{uuid.uuid4().hex}-{name}"
     fs.makedirs(folder, exist_ok=True)
-    with fs.open(temporary, "wb") as handle:
-        write(handle)
-        if isinstance(fs, LocalFileSystem):
-            handle.flush()
-            os.fsync(handle.fileno())
+    try:
+        with fs.open(temporary, "wb") as handle:
+            write(handle)
+            if isinstance(fs, LocalFileSystem):
+                handle.flush()
+                os.fsync(handle.fileno())
+    except BaseException:
+        if fs.exists(temporary):
+            fs.rm(temporary)
+        raise
     fs.mv(temporary, final)

@@ -53,9 +53,22 @@ def fingerprint(files: list[str], settings: KMeansSettings) -> str:
     return hashlib.sha256(json.dumps([listing, asdict(settings)]).encode()).hexdigest()
 
 
+def _checked_rows(path: str, columns: list[str]) -> int:
+    """Rows of one embeddings file, once it is known to hold the columns the workflow reads."""
+    parquet = pq.ParquetFile(fsspec.open(path, "rb").open())
+    names = parquet.schema_arrow.names
+    missing = [column for column in columns if column not in names]
+    if missing:
+        raise ValueError(
+            f"{path} has no column(s) {missing} (its columns: {names}); "
+            "set id_field and embedding_field to the columns holding ids and vectors"
+        )
+    return parquet.metadata.num_rows
+
+
 def fit_centroids(files: list[str], id_column: str, embedding_column: str, settings: KMeansSettings) -> np.ndarray:
     """Fit on at most ``max_sample_bytes`` of vectors, drawn evenly from every file."""
-    total_rows = sum(pq.ParquetFile(fsspec.open(path, "rb").open()).metadata.num_rows for path in files)
+    total_rows = sum(_checked_rows(path, [id_column, embedding_column]) for path in files)
     if total_rows == 0:
         raise ValueError("no documents were embedded; check input_path and the text field")
     first = pq.read_table(files[0], columns=[embedding_column])

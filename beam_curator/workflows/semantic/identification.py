@@ -62,7 +62,7 @@ def write_analysis(pairwise_results: str, which_to_keep: str, folder: str) -> pd
 
     scores = best_scores(pairwise_results, which_to_keep)
     table = eps_table(scores)
-    counts, edges = np.histogram(scores.to_numpy(), bins=50, range=(min(0.0, float(scores.min(initial=0))), 1.0))
+    counts, edges = np.histogram(scores.to_numpy(), bins=50, range=(float(scores.to_numpy().min(initial=0.0)), 1.0))
     histogram = pd.DataFrame({"low": edges[:-1], "high": edges[1:], "documents": counts})
     fs, path = fsspec.core.url_to_fs(folder)
     fs.makedirs(path, exist_ok=True)

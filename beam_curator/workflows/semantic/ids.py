@@ -69,10 +69,11 @@ class AssignIdsStage(ProcessingStage):
         self.file_numbers = file_numbers
         self.id_field = id_field
 
-    def process(self, task: DocumentBatch) -> DocumentBatch:
+    def process(self, task: DocumentBatch) -> DocumentBatch | None:
         table = task.to_pyarrow()
         if table.num_rows == 0:
-            return task
+            # Empty input files read as a batch without columns: nothing to embed or keep.
+            return None
         if self.id_field is None:
             files = table.column(FILE_COLUMN).to_pylist()
             unknown = sorted({path for path in files if path not in self.file_numbers})

@@ -50,5 +50,9 @@ class CacheLayout:
         return f"{self.output_path.rstrip('/')}/deduplicated"
 
     @property
+    def recall(self) -> str:
+        return f"{self.output_path.rstrip('/')}/recall"
+
+    @property
     def analysis(self) -> str:
         return f"{self.output_path.rstrip('/')}/analysis"

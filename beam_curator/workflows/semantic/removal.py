@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io import JsonlReader, JsonlWriter, ParquetReader, ParquetWriter
+from beam_curator.stages.io.partitioning import expand_paths
 from beam_curator.tasks import DocumentBatch
 from beam_curator.workflows.semantic.ids import FILE_COLUMN, GENERATED_ID, ROW_COLUMN, AssignIdsStage, FileRegistry
 from beam_curator.workflows.semantic.phases import BeamSettings, PhaseBook, digest, remove_tree
@@ -57,6 +58,14 @@ def file_formats(filetype: str) -> tuple[type, type]:
     if filetype not in _FORMATS:
         raise ValueError(f"input_filetype must be 'jsonl' or 'parquet', not {filetype!r}")
     return _FORMATS[filetype]
+
+
+def input_listing(input_path: str | list[str], input_filetype: str) -> list[tuple[str, int]]:
+    """The input files and their sizes, for phase fingerprints: a rerun after
+    files were added or changed must redo the phase, not skip it as done."""
+    paths = expand_paths(input_path, file_formats(input_filetype)[0].extensions)
+    fs, _ = fsspec.core.url_to_fs(paths[0])
+    return [(path, fs.size(path)) for path in paths]
 
 
 def id_reading_stages(
@@ -111,13 +120,18 @@ class TextDuplicatesRemovalWorkflow:
         """Returns ``num_duplicates_removed``, ``final_output_path`` and ``removal_time``."""
         started = time.monotonic()
         _, writer_class = file_formats(self.output_filetype)
-        ids_key = digest([_content_digest(self.ids_to_remove_path), str(self.input_path), self.output_path])
+        ids_key = digest([
+            _content_digest(self.ids_to_remove_path), input_listing(self.input_path, self.input_filetype),
+            self.output_path,
+        ])
         checkpoint = f"{self.cache_path.rstrip('/')}/checkpoints/removal"
-        if self.book.is_done("removal", ids_key):
+        fs, output = fsspec.core.url_to_fs(self.output_path)
+        output_exists = fs.exists(output)  # deleted since the last run: write it again
+        if self.book.is_done("removal", ids_key) and output_exists:
             logger.info("removal: already complete for these duplicates, nothing to do")
             removed = self.book.details("removal").get("removed", 0)
         else:
-            if not self.book.is_done("removal-started", ids_key):  # other duplicates: start over
+            if not (self.book.is_done("removal-started", ids_key) and output_exists):  # start over
                 for stale in (self.output_path, checkpoint):
                     remove_tree(stale)
                 self.book.mark_done("removal-started", ids_key)

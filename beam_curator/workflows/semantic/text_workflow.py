@@ -8,10 +8,16 @@ from typing import Any
 
 from beam_curator.models import DEFAULT_MODEL, make_embedding_handler
 from beam_curator.stages.io import ParquetWriter
+from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.transforms.embedding import EmbeddingStage
 from beam_curator.workflows.semantic.phases import digest
-from beam_curator.workflows.semantic.removal import TextDuplicatesRemovalWorkflow, file_formats, id_reading_stages
-from beam_curator.workflows.semantic.workflow import SemanticDeduplicationWorkflow, WorkflowResult
+from beam_curator.workflows.semantic.removal import (
+    TextDuplicatesRemovalWorkflow,
+    file_formats,
+    id_reading_stages,
+    input_listing,
+)
+from beam_curator.workflows.semantic.workflow import SemanticDeduplicationWorkflow, WorkflowResult, _listing
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +59,7 @@ class TextSemanticDeduplicationWorkflow:
         pairwise_batch_size: int = 1024,
         cross_cluster: bool = False,
         cross_cluster_margin: float | None = None,
+        recall_sample: int | None = None,
         perform_removal: bool = True,
         output_filetype: str | None = None,
         seed: int = 42,
@@ -84,7 +91,7 @@ class TextSemanticDeduplicationWorkflow:
             kmeans_tol=kmeans_tol, kmeans_max_sample_bytes=kmeans_max_sample_bytes, kmeans_backend=kmeans_backend,
             eps=eps, which_to_keep=which_to_keep, distance_metric=distance_metric,
             pairwise_batch_size=pairwise_batch_size, cross_cluster=cross_cluster,
-            cross_cluster_margin=cross_cluster_margin, seed=seed, **self.runner,
+            cross_cluster_margin=cross_cluster_margin, recall_sample=recall_sample, seed=seed, **self.runner,
         )
 
     def run(self) -> WorkflowResult:
@@ -112,7 +119,10 @@ class TextSemanticDeduplicationWorkflow:
         return WorkflowResult(metadata)
 
     def _embed(self) -> None:
-        key = digest([str(self.input_path), self.text_field, self.id_field, self.embedding, self.files_per_partition])
+        key = digest([
+            input_listing(self.input_path, self.input_filetype), self.text_field, self.id_field, self.embedding,
+            self.files_per_partition,
+        ])
         book = self.semantic.book
         if book.is_done("embedding", key):
             logger.info("embedding: complete for this input and model, nothing to do")
@@ -129,4 +139,8 @@ class TextSemanticDeduplicationWorkflow:
             EmbeddingStage(handler, self.text_field),
             ParquetWriter(f"{self.cache_path}/embeddings", fields=[id_column, "embedding"]),
         ], f"{self.cache_path}/checkpoints/embedding")
+        if not _listing(f"{self.cache_path}/embeddings"):  # every input file was empty
+            raise CuratorInputError(
+                f"input {self.input_path!r} holds no records to deduplicate; check input_path and input_filetype"
+            )
         book.mark_done("embedding", key)

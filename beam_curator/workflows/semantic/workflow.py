@@ -27,6 +27,7 @@ from beam_curator.workflows.semantic.clustering import (
 from beam_curator.workflows.semantic.identification import identify, write_analysis
 from beam_curator.workflows.semantic.layout import CacheLayout
 from beam_curator.workflows.semantic.pairwise_phase import ClusterPairwiseStage, ListClustersStage, PairwiseSettings
+from beam_curator.workflows.semantic.recall_phase import RECALL_EPS, measure_recall
 from beam_curator.workflows.semantic.phases import BeamSettings, PhaseBook, digest, remove_tree
 
 logger = logging.getLogger(__name__)
@@ -53,6 +54,9 @@ class SemanticDeduplicationWorkflow:
     ``cross_cluster=True`` also compares each document with the members of
     its second-nearest cluster (within ``cross_cluster_margin`` of the
     boundary, if given), finding duplicates that k-means split apart.
+    ``recall_sample=N`` measures, on N sampled documents, how many
+    near-duplicate pairs the clustered search compared against brute force
+    (``output_path/recall/recall_report.json``).
     """
 
     def __init__(
@@ -73,6 +77,7 @@ class SemanticDeduplicationWorkflow:
         pairwise_batch_size: int = 1024,
         cross_cluster: bool = False,
         cross_cluster_margin: float | None = None,
+        recall_sample: int | None = None,
         seed: int = 42,
         runner: str | None = "local",
         beam_args: list[str] | None = None,
@@ -90,6 +95,7 @@ class SemanticDeduplicationWorkflow:
             id_field, embedding_field, which_to_keep, distance_metric, pairwise_batch_size, seed, cross_cluster
         )
         self.cross_cluster_margin = cross_cluster_margin
+        self.recall_sample = recall_sample
         self.book = PhaseBook(self.layout.checkpoint("phases"), BeamSettings(runner, list(beam_args or []), runner_settings))
 
     def run(self) -> WorkflowResult:
@@ -105,23 +111,22 @@ class SemanticDeduplicationWorkflow:
         with self.book.timed("kmeans"):
             cluster_key = self._cluster(files)
         with self.book.timed("pairwise"):
-            self._pairwise(cluster_key)
+            pairwise_key = self._pairwise(cluster_key)
         metadata: dict[str, Any] = {
             "kmeans_results_path": self.layout.kmeans_results,
             "pairwise_results_path": self.layout.pairwise_results,
         }
-        with self.book.timed("identification"):
-            if self.eps is None:
-                write_analysis(self.layout.pairwise_results, self.pairwise.which_to_keep, self.layout.analysis)
-                metadata["analysis_path"] = self.layout.analysis
-                logger.info("eps is None: duplicates not identified; see %s to choose eps", self.layout.analysis)
-            else:
-                metadata["num_duplicates"] = identify(
-                    self.layout.pairwise_results, self.eps, self.pairwise.which_to_keep, self.layout.duplicates
+        if self.recall_sample:
+            with self.book.timed("recall"):
+                eps_values = tuple(sorted({*RECALL_EPS, *([self.eps] if self.eps is not None else [])}))
+                metadata["recall"] = measure_recall(
+                    self.layout.by_nearest_center, self.pairwise, self.recall_sample,
+                    self.cross_cluster_margin, eps_values, self.layout.recall,
                 )
-                metadata["duplicates_path"] = self.layout.duplicates
-                logger.info("identified %d duplicates at eps=%s", metadata["num_duplicates"], self.eps)
-        for phase in ("kmeans", "pairwise", "identification"):
+                metadata["recall_path"] = self.layout.recall
+        with self.book.timed("identification"):
+            metadata.update(self._identify(pairwise_key))
+        for phase in ("kmeans", "pairwise", "recall", "identification"):
             metadata[f"{phase}_time"] = self.book.times.get(phase, 0.0)
         return metadata
 
@@ -147,11 +152,11 @@ class SemanticDeduplicationWorkflow:
         self.book.mark_done("kmeans", key)
         return key
 
-    def _pairwise(self, cluster_key: str) -> None:
+    def _pairwise(self, cluster_key: str) -> str:
         key = digest([cluster_key, asdict(self.pairwise)])
         if self.book.is_done("pairwise", key):
             logger.info("pairwise: results complete, reusing %s", self.layout.pairwise_results)
-            return
+            return key
         if not self.book.is_done("pairwise-started", key):  # new clusters or settings: drop old scores
             for stale in (self.layout.pairwise_results, self.layout.checkpoint("pairwise")):
                 remove_tree(stale)
@@ -163,3 +168,25 @@ class SemanticDeduplicationWorkflow:
             ParquetWriter(self.layout.pairwise_results),
         ], self.layout.checkpoint("pairwise"))
         self.book.mark_done("pairwise", key)
+        return key
+
+    def _identify(self, pairwise_key: str) -> dict[str, Any]:
+        """Duplicates at eps, or the analysis when eps is None. Reused while the
+        scores, eps and output stay the same, so that a rerun rewrites nothing
+        (and the removal phase, keyed on the duplicates, is skipped too)."""
+        key = digest([pairwise_key, self.eps, self.layout.output_path])
+        written = self.layout.analysis + "/eps_table.csv" if self.eps is None else self.layout.duplicates + "/duplicates.parquet"
+        fs, path = fsspec.core.url_to_fs(written)
+        if self.book.is_done("identification", key) and fs.exists(path):
+            logger.info("identification: scores and eps unchanged, reusing %s", written)
+            return self.book.details("identification")["results"]
+        if self.eps is None:
+            write_analysis(self.layout.pairwise_results, self.pairwise.which_to_keep, self.layout.analysis)
+            results: dict[str, Any] = {"analysis_path": self.layout.analysis}
+            logger.info("eps is None: duplicates not identified; see %s to choose eps", self.layout.analysis)
+        else:
+            count = identify(self.layout.pairwise_results, self.eps, self.pairwise.which_to_keep, self.layout.duplicates)
+            results = {"num_duplicates": count, "duplicates_path": self.layout.duplicates}
+            logger.info("identified %d duplicates at eps=%s", count, self.eps)
+        self.book.mark_done("identification", key, results=results)
+        return results

@@ -1,0 +1,193 @@
+"""What the bench scripts share: the machine they ran on, side-by-side timing,
+markdown tables, ``--append BENCHMARKS.md``, and the real corpus (texts and
+cached embeddings).
+
+Benchmarks here run on small shared machines whose load changes by the
+second, so a single timing means little. :func:`interleaved_medians` runs the
+contenders in alternating order and keeps medians; the *ratios* of figures
+measured side by side in one run are what the tables are meant to be read for.
+
+Only numpy and torch are imported at module level, so the GPU check (which
+may assume nothing else) can use this module too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO.parent / "shared" / "data" / "debian-package-descriptions.jsonl.gz"
+EMBEDDING_CACHE = Path(os.environ.get("BEAM_CURATOR_BENCH_CACHE", "/tmp/beam_curator_bench"))
+
+
+def cpu_model() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown CPU"
+
+
+def machine_description() -> str:
+    """CPU model, cores, torch threads, GPU (if any), versions and the load
+    average when the run started (high load means noisy absolute figures)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    parts = [f"{cpu_model()}, {cores} cores usable of {os.cpu_count()}", f"torch {torch.__version__} with {torch.get_num_threads()} threads"]
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        parts.append(f"GPU {props.name} ({props.total_memory / 2**30:.0f} GiB, CUDA {torch.version.cuda})")
+    else:
+        parts.append("no GPU")
+    parts.append(f"numpy {np.__version__}, Python {platform.python_version()}")
+    if hasattr(os, "getloadavg"):
+        parts.append("load average {:.1f}/{:.1f}/{:.1f}".format(*os.getloadavg()))
+    return ", ".join(parts)
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]], align: str | None = None) -> str:
+    """A GitHub markdown table; ``align`` has one ``l`` or ``r`` per column
+    (default: first column left, the rest right). Floats print as given by
+    the caller, so format them before passing."""
+    align = align or "l" + "r" * (len(headers) - 1)
+    if len(align) != len(headers) or any(len(row) != len(headers) for row in rows):
+        raise ValueError("every row and the alignment need one entry per header")
+    rule = ["---:" if a == "r" else "---" for a in align]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(rule) + "|"]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def add_append_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--append", type=Path, metavar="FILE",
+        help="also append the report, headed by the script name, date and machine, to FILE (e.g. BENCHMARKS.md)",
+    )
+
+
+def publish(script: str, body: str, append: Path | None, machine: str | None = None) -> str:
+    """Print the report and, with ``append``, add it to that markdown file.
+
+    ``machine`` is taken at the start of the run by the caller when possible,
+    so the load average it shows is the one the measurements met.
+    """
+    stamp = datetime.now().strftime("%Y-%m-%d %H:%M")
+    report = f"### {Path(script).name} ({stamp})\n\nMachine: {machine or machine_description()}.\n\n{body.strip()}\n"
+    print("\n" + report, flush=True)
+    if append is not None:
+        with append.open("a", encoding="utf-8") as out:
+            out.write("\n" + report)
+        print(f"appended to {append}", file=sys.stderr)
+    return report
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Median seconds of one contender: wall clock, and CPU time of the whole
+    process. With one thread the CPU time leaves out the time the process sat
+    waiting for a core, so on a loaded machine it is the steadier measure."""
+
+    wall: float
+    cpu: float
+
+
+def interleaved_medians(
+    contenders: dict[str, Callable[[], object]], repeats: int, warmup: bool = True
+) -> dict[str, Timing]:
+    """Median timings of each callable, run in rotating order.
+
+    Each round starts with a different contender, so a burst of load from
+    another process hits all of them alike instead of one.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    names = list(contenders)
+    if warmup:
+        for name in names:
+            contenders[name]()
+    wall: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
+    for round_ in range(repeats):
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
+            start, start_cpu = time.perf_counter(), time.process_time()
+            contenders[name]()
+            cpu[name].append(time.process_time() - start_cpu)
+            wall[name].append(time.perf_counter() - start)
+    return {name: Timing(statistics.median(wall[name]), statistics.median(cpu[name])) for name in names}
+
+
+def corpus_path(given: Path | None = None) -> Path:
+    path = given or CORPUS
+    if not path.is_file():
+        raise SystemExit(
+            f"corpus not found at {path}; pass --data PATH to debian-package-descriptions.jsonl.gz "
+            "(see ../shared/data/README.md beside the repository)"
+        )
+    return path
+
+
+def load_corpus(n: int, path: Path | None = None) -> list[dict]:
+    """The first ``n`` records (``package``, ``text``) of the corpus, in file order."""
+    source = corpus_path(path)
+    records: list[dict] = []
+    with gzip.open(source, "rt", encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if len(records) == n:
+                break
+            record = json.loads(line)
+            if not isinstance(record.get("text"), str):
+                raise SystemExit(f"{source}: line {number} has no string field 'text'")
+            records.append(record)
+    if len(records) < n:
+        raise SystemExit(f"{source} holds only {len(records)} documents, fewer than the {n} asked for")
+    return records
+
+
+def corpus_embeddings(n: int, max_chars: int | None = None, path: Path | None = None) -> tuple[np.ndarray, str]:
+    """float32 embeddings (all-MiniLM-L6-v2, sentence-transformers on the CPU)
+    of the first ``n`` corpus documents, and a sentence saying how they were got.
+
+    Embedding is by far the slowest step on a CPU, so the vectors are cached
+    as ``.npy`` under ``$BEAM_CURATOR_BENCH_CACHE`` (default
+    ``/tmp/beam_curator_bench``); a larger cached prefix serves any smaller n.
+    """
+    source = corpus_path(path)
+    EMBEDDING_CACHE.mkdir(parents=True, exist_ok=True)
+    tag = hashlib.sha256(f"{source.resolve()}|{source.stat().st_size}|{max_chars}".encode()).hexdigest()[:12]
+    cached = sorted(
+        (int(p.stem.rsplit("-", 1)[1]), p) for p in EMBEDDING_CACHE.glob(f"minilm-{tag}-*.npy")
+    )
+    for count, file in cached:
+        if count >= n:
+            return np.load(file, mmap_mode="r")[:n].copy(), f"cached embeddings from {file}"
+    from beam_curator.models import DEFAULT_MODEL, resolve_model
+    from beam_curator.models.sentence_transformers import SentenceTransformerEmbedder
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    texts = [r["text"] if max_chars is None else r["text"][:max_chars] for r in load_corpus(n, source)]
+    embedder = SentenceTransformerEmbedder(resolve_model(DEFAULT_MODEL), "cpu")
+    start = time.perf_counter()
+    vectors = np.concatenate([embedder.embed(texts[i : i + 256]) for i in range(0, n, 256)]).astype(np.float32)
+    seconds = time.perf_counter() - start
+    file = EMBEDDING_CACHE / f"minilm-{tag}-{n}.npy"
+    partial = file.with_suffix(f".{os.getpid()}.tmp")
+    with partial.open("wb") as out:
+        np.save(out, vectors)
+    partial.replace(file)  # atomic: a concurrent run never reads half a file
+    return vectors, f"embedded now in {seconds:.0f} s ({n / seconds:.0f} docs/s), cached in {file}"

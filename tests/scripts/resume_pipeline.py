@@ -1,0 +1,38 @@
+"""A curation run as a user starts it from a shell, for the interrupt tests.
+
+    python resume_pipeline.py INPUT OUTPUT CHECKPOINT --log CALLS --delay SECONDS
+
+Rerunning the same command resumes: complete partitions are skipped. The
+last line printed is the run summary as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+
+from curator_helpers import resume_pipeline
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("input")
+    parser.add_argument("output")
+    parser.add_argument("checkpoint")
+    parser.add_argument("--log", required=True, help="file the slow stage appends each task id to")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds the slow stage waits per partition")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    summary = resume_pipeline(args.input, args.output, args.log, args.delay).run(
+        checkpoint_path=args.checkpoint, runner="local",
+    )
+    print(json.dumps({
+        "pending": summary.partitions_pending,
+        "skipped": summary.partitions_skipped,
+        "completed": summary.partitions_completed,
+    }))
+
+
+if __name__ == "__main__":
+    main()

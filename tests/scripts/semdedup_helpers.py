@@ -1,0 +1,82 @@
+"""Data and log helpers shared by the semantic-dedup workflow tests.
+
+Kept out of the test files so that every test module (and the scripts run
+as subprocesses) builds inputs and reads outputs the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+
+from beam_curator.data import sample_corpus_path
+
+SCRIPTS_DIR = Path(__file__).resolve().parent
+
+
+def copy_corpus(folder: Path, names: tuple[str, ...]) -> Path:
+    """Copies of some files of the bundled corpus: a subset keeps embedding fast."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        shutil.copy(Path(sample_corpus_path()) / name, folder / name)
+    return folder
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def jsonl_rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def exact_groups(rows: list[dict], key: str) -> list[list]:
+    """``key`` values of the records sharing a text, for every text seen more than once."""
+    by_text: dict[str, list] = {}
+    for row in rows:
+        by_text.setdefault(row["text"], []).append(row[key])
+    return [members for members in by_text.values() if len(members) > 1]
+
+
+def write_embeddings(folder: Path, ids: list, vectors: np.ndarray, files: int = 1) -> Path:
+    """An embeddings folder as SemanticDeduplicationWorkflow reads it (id, embedding)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for part, rows in enumerate(np.array_split(np.arange(len(ids)), files)):
+        frame = pd.DataFrame({"id": [ids[i] for i in rows], "embedding": list(vectors[rows].astype(np.float32))})
+        frame.to_parquet(folder / f"part-{part:03d}.parquet", index=False)
+    return folder
+
+
+def duplicate_ids(output_path: Path) -> pd.DataFrame:
+    return pd.read_parquet(output_path / "duplicates" / "duplicates.parquet")
+
+
+def file_times(*folders: Path) -> dict[str, int]:
+    """Modification time of every file under ``folders``: unchanged means not rewritten."""
+    return {str(path): path.stat().st_mtime_ns for folder in folders for path in folder.rglob("*") if path.is_file()}
+
+
+@contextmanager
+def captured_logs(name: str = "beam_curator") -> Iterator[list[str]]:
+    """The INFO+ messages of logger ``name`` while the block runs (works in module fixtures, unlike caplog)."""
+    messages: list[str] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = lambda record: messages.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger(name)
+    previous = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield messages
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)

@@ -1,0 +1,29 @@
+"""Run SemanticDeduplicationWorkflow on an embeddings folder; the interrupt-and-resume test kills it.
+
+Many clusters and ``pairwise_batch_size=1`` make the pairwise phase long
+enough to stop midway. Usage: ``semdedup_resume_run.py EMBEDDINGS OUTPUT CACHE``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+from beam_curator.workflows import SemanticDeduplicationWorkflow
+
+N_CLUSTERS = 200
+
+
+def workflow(embeddings: str, output_path: str, cache_path: str) -> SemanticDeduplicationWorkflow:
+    """The run under test; the test builds its uninterrupted reference from the same settings."""
+    return SemanticDeduplicationWorkflow(
+        embeddings, output_path, cache_path, id_field="id", n_clusters=N_CLUSTERS, eps=0.05,
+        pairwise_batch_size=1, runner="local",
+    )
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", force=True)
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    print(json.dumps(workflow(*sys.argv[1:4]).run().metadata, default=str))

@@ -1,0 +1,29 @@
+"""Run the text SemDeDup workflow with the vLLM engine and print its metadata as JSON.
+
+A script, not a test body: vLLM starts engine processes by spawning, which
+re-imports ``__main__``; the work must therefore sit under the main guard.
+Usage: ``semdedup_vllm_run.py INPUT OUTPUT CACHE``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+from beam_curator.workflows import TextSemanticDeduplicationWorkflow
+
+
+def main(input_path: str, output_path: str, cache_path: str) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", force=True)
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    result = TextSemanticDeduplicationWorkflow(
+        input_path, output_path, cache_path, id_field="doc_id", embedding_backend="vllm",
+        embedding_vllm_init_kwargs={"gpu_memory_utilization": 0.05}, embedding_max_tokens=128,
+        n_clusters=3, eps=0.01, runner="local",
+    ).run()
+    print(json.dumps(result.metadata, default=str))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])

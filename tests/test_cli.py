@@ -1,0 +1,119 @@
+"""The ``beam-curator`` command: checkpoint status/reset and semdedup.
+
+Checkpoint writers are separate processes (``semdedup_checkpoint_writer.py``),
+as in a real run: the store's files and locks belong to them, not to the
+process running the command.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "scripts"))
+from semdedup_helpers import SCRIPTS_DIR, jsonl_rows, write_jsonl  # noqa: E402
+
+from beam_curator.checkpoint.store import METADATA_DIR  # noqa: E402
+from beam_curator.cli.main import main  # noqa: E402
+
+WRITER = str(SCRIPTS_DIR / "semdedup_checkpoint_writer.py")
+
+
+def write_marks(path: Path, complete: int, half_source: str = "-") -> None:
+    subprocess.run([sys.executable, WRITER, str(path), str(complete), half_source], check=True, timeout=60)
+
+
+@pytest.fixture
+def checkpoint(tmp_path: Path) -> Path:
+    """Two finished writers: 3 partitions complete in one, a fourth completed by
+    half credits from each, and an unreadable writer file beside them."""
+    path = tmp_path / "ckpt"
+    write_marks(path, 3, "shared")
+    write_marks(path, 0, "shared")
+    (path / METADATA_DIR / "crashed-host-1.mdb").write_bytes(b"not an lmdb file")
+    return path
+
+
+@pytest.fixture
+def live_writer(checkpoint: Path) -> Iterator[subprocess.Popen]:
+    """A writer that holds its lock until the test ends."""
+    process = subprocess.Popen([sys.executable, WRITER, str(checkpoint), "1", "-", "120"], stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "ready"
+    yield process
+    process.kill()
+    process.wait(timeout=30)
+
+
+def status_lines(capsys: pytest.CaptureFixture, path: Path) -> list[str]:
+    assert main(["checkpoint", "status", str(path)]) == 0
+    return [line.strip() for line in capsys.readouterr().out.splitlines()]
+
+
+def test_status_shows_completed_partitions_writer_files_and_unreadable_files(checkpoint: Path, capsys) -> None:
+    lines = status_lines(capsys, checkpoint)
+    writers = sorted(str(p) for p in (checkpoint / METADATA_DIR).glob("*.mdb"))
+    assert lines[0] == f"checkpoint {checkpoint}"
+    assert "completed partitions: 4" in lines
+    assert "writer files: 3" in lines and all(file in lines for file in writers)
+    unreadable = lines.index("unreadable files: 1")
+    assert lines[unreadable + 1] == str(checkpoint / METADATA_DIR / "crashed-host-1.mdb")
+    assert not any(line.startswith("live writers") for line in lines)
+
+
+def test_reset_forgets_every_mark(checkpoint: Path, capsys) -> None:
+    assert main(["checkpoint", "reset", str(checkpoint)]) == 0
+    assert f"checkpoint {checkpoint} reset" in capsys.readouterr().out
+    assert not (checkpoint / METADATA_DIR).exists()
+    assert "completed partitions: 0" in status_lines(capsys, checkpoint)
+
+
+def test_reset_refuses_while_a_writer_lives_unless_forced(checkpoint: Path, live_writer, capsys) -> None:
+    lines = status_lines(capsys, checkpoint)
+    assert any(line.startswith("live writers:") and f"-{live_writer.pid}.mdb" in line for line in lines)
+
+    assert main(["checkpoint", "reset", str(checkpoint)]) == 1
+    error = capsys.readouterr().err
+    assert "is in use by running writers" in error and f"-{live_writer.pid}.mdb" in error and "--force" in error
+    assert "completed partitions: 4" in status_lines(capsys, checkpoint)
+
+    assert main(["checkpoint", "reset", str(checkpoint), "--force"]) == 0
+    assert not (checkpoint / METADATA_DIR).exists()
+    assert "completed partitions: 0" in status_lines(capsys, checkpoint)
+
+
+def test_the_console_script_runs_the_same_command(checkpoint: Path) -> None:
+    script = Path(sys.executable).parent / "beam-curator"
+    result = subprocess.run([str(script), "checkpoint", "status", str(checkpoint)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "completed partitions: 4" in result.stdout and "unreadable files: 1" in result.stdout
+
+
+def test_semdedup_deduplicates_tiny_data_and_prints_a_summary(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    topics = ["sourdough bread baking", "tide pools and sea stars", "compiling rust crates", "jazz chord voicings",
+              "alpine glacier retreat", "beekeeping in winter", "chess endgame studies", "restoring old bicycles"]
+    rows = [{"doc_id": f"d{i}", "text": f"A short note on {topic}, written for beginners."} for i, topic in enumerate(topics)]
+    rows += [{"doc_id": "copy-1", "text": rows[1]["text"]}, {"doc_id": "copy-5", "text": rows[5]["text"]}]
+    write_jsonl(tmp_path / "input" / "part-0.jsonl", rows[:5])
+    write_jsonl(tmp_path / "input" / "part-1.jsonl", rows[5:])
+    code = main([
+        "semdedup", "--input", str(tmp_path / "input"), "--output", str(tmp_path / "output"),
+        "--cache", str(tmp_path / "cache"), "--eps", "0.01", "--embedding-backend", "sentence-transformers",
+        "--id-field", "doc_id", "--n-clusters", "2", "--runner", "local",
+    ])
+    assert code == 0
+    out = capsys.readouterr().out
+    summary = {line.split()[0]: line.split()[1] for line in out.split("semantic deduplication summary")[1].splitlines() if line.strip()}
+    duplicates = pd.read_parquet(tmp_path / "output" / "duplicates" / "duplicates.parquet")
+    assert len(duplicates) == 2 and {frozenset(pair) for pair in duplicates[["id", "max_id"]].values} == {
+        frozenset({"d1", "copy-1"}), frozenset({"d5", "copy-5"})}
+    assert summary["num_duplicates"] == summary["num_duplicates_removed"] == "2"
+    assert summary["final_output_path"] == str(tmp_path / "output" / "deduplicated")
+    assert float(summary["total_time"]) > 0
+    kept = [row for file in (tmp_path / "output" / "deduplicated").glob("*.jsonl") for row in jsonl_rows(file)]
+    assert len(kept) == 8 and {row["text"] for row in kept} == {row["text"] for row in rows}

@@ -1,0 +1,94 @@
+"""Stop a run midway and start the same command again, as a user would.
+
+The first run is a separate process killed with SIGINT (Ctrl-C) or SIGKILL
+(the machine went away) once some output exists. The rerun must touch only
+partitions the checkpoint did not mark, and the final output must be the
+uninterrupted run's, row for row, with no duplicate files (a hidden temporary
+file left by a kill mid-write is ignored by readers).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from beam_curator.stages.io import JsonlReader
+from beam_curator.tasks import EmptyTask
+
+sys.path.insert(0, str(Path(__file__).parent / "scripts"))
+from curator_helpers import SCRIPTS_DIR, output_rows, resume_pipeline, source_id, write_corpus  # noqa: E402
+
+from beam_curator.checkpoint import open_store  # noqa: E402
+
+FILES = 8
+DELAY = 0.4  # seconds per partition: long enough to interrupt between partitions
+
+
+def command(tmp_path: Path, log_name: str) -> list[str]:
+    return [
+        sys.executable, str(SCRIPTS_DIR / "resume_pipeline.py"),
+        str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "ckpt"),
+        "--log", str(tmp_path / log_name), "--delay", str(DELAY),
+    ]
+
+
+def interrupt_when_output_appears(process: subprocess.Popen, output_dir: Path, sig: signal.Signals, log: Path) -> None:
+    deadline = time.monotonic() + 90
+    while len(list(output_dir.glob("*.jsonl"))) < 2:
+        assert process.poll() is None, f"the run ended before it could be interrupted:\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, "no output appeared"
+        time.sleep(0.05)
+    process.send_signal(sig)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        pytest.fail(f"the run did not stop within 30 s of {sig.name}")
+    assert process.returncode != 0
+
+
+def called_partitions(log: Path) -> list[str]:
+    """Source ids of the tasks the slow stage saw (``0_<hex>_0`` -> ``0_<hex>``)."""
+    return ["_".join(line.split("_")[:2]) for line in log.read_text().splitlines()]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_rerun_after_interrupt_does_only_the_rest_and_matches_an_uninterrupted_run(
+    sig: signal.Signals, tmp_path: Path,
+) -> None:
+    input_dir = write_corpus(tmp_path / "in", FILES)
+    every = {source_id([file]) for file in input_dir.glob("*.jsonl")}
+    reference_dir = tmp_path / "reference"
+    resume_pipeline(str(input_dir), str(reference_dir), str(tmp_path / "reference.log"), 0).run(runner="local")
+
+    console = tmp_path / "first.out"
+    with console.open("w") as sink:  # a file, not a pipe nobody reads, which could fill and block the run
+        first = subprocess.Popen(command(tmp_path, "first.log"), stdout=sink, stderr=subprocess.STDOUT)
+        interrupt_when_output_appears(first, tmp_path / "out", sig, console)
+    marked = open_store(str(tmp_path / "ckpt")).completed()
+    assert marked and marked < every, f"expected an interrupted run, {len(marked)} of {FILES} partitions marked"
+    assert marked <= set(called_partitions(tmp_path / "first.log"))
+
+    second = subprocess.run(command(tmp_path, "second.log"), capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr[-3000:]
+    summary = json.loads(second.stdout.strip().splitlines()[-1])
+    assert summary == {"pending": FILES - len(marked), "skipped": len(marked), "completed": FILES - len(marked)}
+    rerun = called_partitions(tmp_path / "second.log")
+    assert sorted(rerun) == sorted(every - marked), "each unmarked partition once, and only those"
+
+    output = tmp_path / "out"
+    # A kill mid-write may leave a hidden temporary file; readers must not take it for data.
+    visible = sorted(p.name for p in output.iterdir() if not p.name.startswith(".tmp-"))
+    assert visible == sorted(p.name for p in reference_dir.iterdir())
+    assert output_rows(output) == output_rows(reference_dir)
+    reread = JsonlReader(str(output)).decompose()
+    groups = reread[0].process(EmptyTask())
+    assert sorted(path for group in groups for path in group.data) == sorted(str(output / name) for name in visible)
+    assert open_store(str(tmp_path / "ckpt")).completed() == every

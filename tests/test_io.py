@@ -1,0 +1,197 @@
+"""Readers and writers on real JSONL and parquet files.
+
+Most tests drive the stages through ``lineage`` exactly as the engine does
+(source ids, then one stage at a time) without starting Beam; one round trip
+per format runs the whole pipeline.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from beam_curator import Pipeline
+from beam_curator.checkpoint import open_store
+from beam_curator.stages.io import (
+    CuratorInputError,
+    FilePartitioningStage,
+    JsonlReader,
+    JsonlWriter,
+    ParquetReader,
+    ParquetWriter,
+)
+from beam_curator.stages.io.reader import FileReader
+from beam_curator.stages.lineage import derive_sources, run_stage
+from beam_curator.tasks import DocumentBatch, EmptyTask, FileGroupTask
+
+ROWS = [
+    {"id": 1, "text": "première ligne", "lang": "fr"},
+    {"id": 2, "text": "second line", "lang": "en"},
+    {"id": 3, "text": "三行目", "lang": "ja"},
+]
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def read(reader: FileReader) -> list[DocumentBatch]:
+    """Partition and read as a run would, without Beam."""
+    partitioning, reading = reader.decompose()
+    sources = derive_sources(EmptyTask(), partitioning.process(EmptyTask()), partitioning.stage_name).outputs
+    return run_stage(reading, sources).outputs
+
+
+def groups(folder: Path, **grouping: object) -> list[list[str]]:
+    """File names per partition, in order."""
+    stage = FilePartitioningStage(str(folder), **grouping)
+    return [[Path(p).name for p in task.data] for task in stage.process(EmptyTask())]
+
+
+def test_jsonl_round_trip_keeps_rows_and_unicode(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "in" / "a.jsonl", ROWS)
+    [batch] = read(JsonlReader(str(tmp_path / "in")))
+    writer = JsonlWriter(str(tmp_path / "out"))
+    writer.setup()
+    [written] = run_stage(writer, [batch]).outputs
+    [path] = written.data
+    assert path == f"{tmp_path / 'out'}/{batch.task_id}.jsonl"
+    assert "première" in Path(path).read_text(encoding="utf-8"), "non-ASCII text is written as is"
+    assert [json.loads(line) for line in Path(path).read_text().splitlines()] == ROWS
+    assert written._metadata["num_records"] == 3
+
+
+def test_compressed_jsonl_is_read(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl.gz").write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in ROWS).encode()))
+    [batch] = read(JsonlReader(str(tmp_path)))
+    assert batch.to_pyarrow().to_pylist() == ROWS
+
+
+def test_fields_select_and_order_columns(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "a.jsonl", ROWS)
+    [batch] = read(JsonlReader(str(tmp_path), fields=["text", "id"]))
+    assert batch.to_pyarrow().column_names == ["text", "id"]
+    assert batch.to_pyarrow().to_pylist() == [{"text": r["text"], "id": r["id"]} for r in ROWS]
+
+
+def test_file_and_row_columns_locate_each_record_in_its_file(tmp_path: Path) -> None:
+    first = write_jsonl(tmp_path / "a.jsonl", ROWS[:2])
+    second = write_jsonl(tmp_path / "b.jsonl", ROWS[2:])
+    [batch] = read(JsonlReader(str(tmp_path), files_per_partition=2, file_column="file", row_column="row"))
+    table = batch.to_pyarrow()
+    assert list(zip(table["file"].to_pylist(), table["row"].to_pylist(), table["id"].to_pylist())) == [
+        (str(first), 0, 1), (str(first), 1, 2), (str(second), 0, 3),
+    ]
+    assert batch._metadata["source_files"] == [str(first), str(second)]
+
+
+def test_files_per_partition_groups_sorted_files_the_same_way_every_time(tmp_path: Path) -> None:
+    names = [f"f{i}.jsonl" for i in range(5)]
+    for name in random.Random(7).sample(names, len(names)):  # creation order must not matter
+        write_jsonl(tmp_path / name, ROWS[:1])
+    expected = [["f0.jsonl", "f1.jsonl"], ["f2.jsonl", "f3.jsonl"], ["f4.jsonl"]]
+    assert groups(tmp_path, files_per_partition=2) == expected
+    assert groups(tmp_path, files_per_partition=2) == expected
+    assert groups(tmp_path) == [[name] for name in names], "one file per partition by default"
+
+
+def test_blocksize_closes_a_group_once_it_holds_enough_bytes(tmp_path: Path) -> None:
+    for index, size in enumerate([600, 600, 600, 100, 100, 100]):
+        (tmp_path / f"f{index}.jsonl").write_bytes(b" " * (size - 1) + b"\n")
+    assert groups(tmp_path, blocksize="1KB") == [
+        ["f0.jsonl", "f1.jsonl"], ["f2.jsonl", "f3.jsonl", "f4.jsonl", "f5.jsonl"],
+    ]
+    assert groups(tmp_path, blocksize=1000, files_per_partition=3) == [
+        ["f0.jsonl", "f1.jsonl"], ["f2.jsonl", "f3.jsonl", "f4.jsonl"], ["f5.jsonl"],
+    ], "whichever limit comes first closes the group"
+
+
+def test_partition_ids_do_not_depend_on_how_inputs_are_listed(tmp_path: Path) -> None:
+    for name in ("b", "a", "c"):
+        write_jsonl(tmp_path / f"{name}.jsonl", ROWS[:1])
+    by_folder = read(JsonlReader(str(tmp_path), files_per_partition=2))
+    by_list = read(JsonlReader([str(tmp_path / "c.jsonl"), str(tmp_path / "*.jsonl")], files_per_partition=2))
+    assert [b.task_id for b in by_folder] == [b.task_id for b in by_list]
+    assert [b._metadata["source_files"] for b in by_folder] == [
+        [str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")], [str(tmp_path / "c.jsonl")],
+    ]
+
+
+def test_writer_names_files_by_task_and_a_replay_overwrites(tmp_path: Path) -> None:
+    writer = JsonlWriter(str(tmp_path / "out"), fields=["text"])
+    writer.setup()
+    task_id = "0_0123456789abcdef_0"
+    writer.process(DocumentBatch(task_id=task_id, data=pa.Table.from_pylist(ROWS)))
+    result = writer.process(DocumentBatch(task_id=task_id, data=pa.Table.from_pylist(ROWS[:1])))
+    assert isinstance(result, FileGroupTask) and result.data == [f"{tmp_path / 'out'}/{task_id}.jsonl"]
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [f"{task_id}.jsonl"], "replayed, not duplicated"
+    assert (tmp_path / "out" / f"{task_id}.jsonl").read_text() == '{"text": "première ligne"}\n'
+
+
+def test_a_failed_write_leaves_no_file_behind(tmp_path: Path) -> None:
+    """A write that stops midway (an error, Ctrl-C) must leave neither a
+    partial final file nor a temporary one that a later reader would pick up."""
+
+    class BreaksMidway(JsonlWriter):
+        def serialize(self, table: pa.Table, handle) -> None:
+            handle.write(b'{"text": "half a file"}\n')
+            raise KeyboardInterrupt
+
+    writer = BreaksMidway(str(tmp_path))
+    with pytest.raises(KeyboardInterrupt):
+        writer.process(DocumentBatch(task_id="0_a_0", data=pa.Table.from_pylist(ROWS)))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_readers_ignore_temporary_files_of_an_interrupted_writer(tmp_path: Path) -> None:
+    """A killed run leaves ``.tmp-<uuid>-<task>.jsonl`` beside the outputs; the
+    next pipeline reading that folder must not read it as data."""
+    write_jsonl(tmp_path / "0_a_0.jsonl", ROWS)
+    write_jsonl(tmp_path / ".tmp-0123abcd-0_a_0.jsonl", ROWS[:2])
+    assert groups(tmp_path) == [["0_a_0.jsonl"]]
+
+
+def test_parquet_round_trip_through_a_pipeline(tmp_path: Path) -> None:
+    table = pa.Table.from_pylist(ROWS)
+    (tmp_path / "in").mkdir()
+    pq.write_table(table.slice(0, 2), tmp_path / "in" / "a.parquet")
+    pq.write_table(table.slice(2), tmp_path / "in" / "b.parquet")
+    summary = Pipeline("parquet", stages=[
+        ParquetReader(str(tmp_path / "in"), fields=["id", "text"], row_column="row"),
+        ParquetWriter(str(tmp_path / "out")),
+    ]).run(checkpoint_path=str(tmp_path / "ckpt"), runner="local")
+    assert summary.partitions_completed == 2
+    assert len(open_store(str(tmp_path / "ckpt")).completed()) == 2
+    written = sorted(tmp_path.joinpath("out").glob("*.parquet"))
+    expected_names = sorted(
+        f"0_{FileGroupTask(data=[str(tmp_path / 'in' / n)]).get_deterministic_id()}_0.parquet"
+        for n in ("a.parquet", "b.parquet")
+    )
+    assert [p.name for p in written] == expected_names
+    rows = sorted((row for p in written for row in pq.read_table(p).to_pylist()), key=lambda r: r["id"])
+    assert rows == [{"id": r["id"], "text": r["text"], "row": i} for r, i in zip(ROWS, [0, 1, 0])]
+
+
+def test_parquet_reader_names_missing_columns_and_null_rows(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"id": [1, 2, 3], "text": ["a", None, "c"]}), tmp_path / "a.parquet")
+    with pytest.raises(CuratorInputError, match=r"a\.parquet: no column\(s\) body \(it has id, text\)"):
+        read(ParquetReader(str(tmp_path), fields=["body"]))
+    with pytest.raises(CuratorInputError, match=r"a\.parquet, row 1: 1 row\(s\) with null in text"):
+        read(ParquetReader(str(tmp_path), fields=["text"]))
+    [batch] = read(ParquetReader(str(tmp_path), fields=["text"], on_bad_record="skip"))
+    assert batch.to_pyarrow()["text"].to_pylist() == ["a", "c"]
+    assert batch._metadata["skipped_records"] == 1
+
+
+def test_a_file_that_is_not_parquet_is_named(tmp_path: Path) -> None:
+    (tmp_path / "broken.parquet").write_bytes(b"PAR1 but not really")
+    with pytest.raises(CuratorInputError, match=r"broken\.parquet: not a readable parquet file"):
+        read(ParquetReader(str(tmp_path)))

@@ -1,0 +1,128 @@
+"""Bad input stops the semantic-dedup workflows with an error that says where and what to do.
+
+Errors raised inside Beam workers reach the caller re-raised by Beam, with
+the step name appended; the original message must survive that, so every
+test checks the text of ``str(error)``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "scripts"))
+from semdedup_helpers import write_embeddings, write_jsonl  # noqa: E402
+
+from beam_curator.dedup.semantic.normalize import InvalidEmbeddingError  # noqa: E402
+from beam_curator.stages.io.errors import CuratorInputError  # noqa: E402
+from beam_curator.workflows import SemanticDeduplicationWorkflow, TextSemanticDeduplicationWorkflow  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def run_text(input_path: Path | str, base: Path, **settings: object) -> None:
+    TextSemanticDeduplicationWorkflow(
+        str(input_path), str(base / "output"), str(base / "cache"), embedding_backend="sentence-transformers",
+        n_clusters=2, eps=0.01, runner="local", **settings,
+    ).run()
+
+
+def run_embeddings(embeddings: Path, base: Path, **settings: object) -> None:
+    SemanticDeduplicationWorkflow(str(embeddings), str(base / "output"), runner="local", **settings).run()
+
+
+def records(prefix: str, count: int) -> list[dict]:
+    return [{"doc_id": f"{prefix}{i}", "text": f"document {prefix}{i} about topic {i}"} for i in range(count)]
+
+
+def test_input_of_empty_files_says_there_is_nothing_to_deduplicate(tmp_path: Path) -> None:
+    (tmp_path / "input").mkdir()
+    (tmp_path / "input" / "part-0.jsonl").write_text("")
+    with pytest.raises(CuratorInputError) as caught:
+        run_text(tmp_path / "input", tmp_path)
+    assert f"input '{tmp_path / 'input'}' holds no records to deduplicate; check input_path" in str(caught.value)
+    assert not (tmp_path / "cache" / "checkpoints" / "phases" / "embedding.done.json").exists()
+
+
+def test_a_glob_matching_nothing_names_the_glob(tmp_path: Path) -> None:
+    pattern = str(tmp_path / "nowhere" / "*.jsonl")
+    with pytest.raises(CuratorInputError, match="matches no .jsonl") as caught:
+        run_text(pattern, tmp_path)
+    assert pattern in str(caught.value) and "check the path or glob" in str(caught.value)
+
+
+def test_a_record_without_the_text_field_names_file_and_line(tmp_path: Path) -> None:
+    rows = records("a", 4)
+    rows[2] = {"doc_id": "a2", "body": "the text is under another name"}
+    file = write_jsonl(tmp_path / "input" / "part-0.jsonl", rows)
+    with pytest.raises(CuratorInputError) as caught:
+        run_text(tmp_path / "input", tmp_path, id_field="doc_id")
+    message = str(caught.value)
+    assert f"{file}, line 3: missing field(s) text" in message and "on_bad_record='skip'" in message
+
+
+def test_repeated_user_ids_in_one_file_are_named_with_the_file(tmp_path: Path) -> None:
+    rows = records("a", 4) + [{"doc_id": "a1", "text": "another text reusing the id a1"}]
+    file = write_jsonl(tmp_path / "input" / "part-0.jsonl", rows)
+    with pytest.raises(CuratorInputError) as caught:
+        run_text(tmp_path / "input", tmp_path, id_field="doc_id")
+    message = str(caught.value)
+    assert str(file) in message and "repeats the ids ['a1']" in message and "ids must be unique" in message
+
+
+def test_a_user_id_repeated_across_files_is_named(tmp_path: Path) -> None:
+    """The same record in two files: both copies land in one cluster, where the id clash shows."""
+    rows = records("a", 4)
+    write_jsonl(tmp_path / "input" / "part-0.jsonl", rows)
+    write_jsonl(tmp_path / "input" / "part-1.jsonl", [rows[0], *records("b", 3)])
+    with pytest.raises(ValueError) as caught:
+        run_text(tmp_path / "input", tmp_path, id_field="doc_id")
+    assert "document ids ['a0'] appear more than once; ids must be unique" in str(caught.value)
+
+
+def test_more_clusters_than_documents_says_how_many_are_possible(tmp_path: Path) -> None:
+    vectors = np.random.default_rng(0).normal(size=(3, 8))
+    embeddings = write_embeddings(tmp_path / "embeddings", ["x0", "x1", "x2"], vectors)
+    with pytest.raises(ValueError) as caught:
+        run_embeddings(embeddings, tmp_path, n_clusters=10)
+    assert "n_clusters=10 is more than the 3 embeddings to cluster; pass n_clusters <= 3" in str(caught.value)
+
+
+def test_a_nan_embedding_names_the_document(tmp_path: Path) -> None:
+    vectors = np.random.default_rng(0).normal(size=(6, 8))
+    vectors[4, 3] = np.nan
+    embeddings = write_embeddings(tmp_path / "embeddings", [f"x{i}" for i in range(6)], vectors, files=2)
+    with pytest.raises(InvalidEmbeddingError) as caught:
+        run_embeddings(embeddings, tmp_path, n_clusters=2)
+    message = str(caught.value)
+    assert "documents ['x4'] have zero-length or NaN/inf embeddings" in message and "re-embed them" in message
+
+
+def test_embeddings_without_the_id_column_name_the_file_and_setting(tmp_path: Path) -> None:
+    vectors = np.random.default_rng(0).normal(size=(4, 8))
+    embeddings = write_embeddings(tmp_path / "embeddings", ["x0", "x1", "x2", "x3"], vectors)
+    with pytest.raises(ValueError) as caught:
+        run_embeddings(embeddings, tmp_path, n_clusters=2, id_field="doc_id")
+    message = str(caught.value)
+    assert f"{embeddings / 'part-000.parquet'} has no column(s) ['doc_id']" in message
+    assert "set id_field and embedding_field" in message
+
+
+def test_an_empty_embeddings_folder_names_the_folder(tmp_path: Path) -> None:
+    (tmp_path / "embeddings").mkdir()
+    with pytest.raises(FileNotFoundError) as caught:
+        run_embeddings(tmp_path / "embeddings", tmp_path, n_clusters=2)
+    assert f"no embedding parquet files in {tmp_path / 'embeddings'}" in str(caught.value)
+
+
+@pytest.mark.parametrize("eps", [-0.1, 1.0])
+def test_eps_outside_zero_one_is_refused_before_any_work(tmp_path: Path, eps: float) -> None:
+    with pytest.raises(ValueError, match=rf"eps must be in \[0, 1\) or None, got {eps}"):
+        SemanticDeduplicationWorkflow(str(tmp_path / "embeddings"), str(tmp_path / "output"), eps=eps)
+    assert not (tmp_path / "output").exists()

@@ -1,0 +1,83 @@
+"""Kill the semantic-dedup workflow in its pairwise phase and run the same command again.
+
+The killed run (SIGKILL: no cleanup of any kind) leaves some clusters
+scored and checkpointed. The rerun must reuse the k-means results, skip
+exactly the checkpointed clusters without rewriting their files, and end
+with the duplicates an uninterrupted run finds.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).parent / "scripts"))
+from semdedup_helpers import SCRIPTS_DIR, duplicate_ids, write_embeddings  # noqa: E402
+from semdedup_resume_run import N_CLUSTERS, workflow  # noqa: E402
+
+from beam_curator.checkpoint import open_store  # noqa: E402
+
+SUMMARY = re.compile(r"pairwise: (\d+) partitions pending, (\d+) skipped as complete, (\d+) completed this run")
+
+
+def synthetic_embeddings(folder: Path, documents: int = 2000) -> Path:
+    """Documents around 200 random centres, 300 of them near-copies of others."""
+    rng = np.random.default_rng(11)
+    centres = rng.normal(size=(N_CLUSTERS, 32))
+    vectors = centres[rng.integers(0, N_CLUSTERS, documents)] + rng.normal(size=(documents, 32))
+    vectors[:300] = vectors[300:600] + 0.02 * rng.normal(size=(300, 32))
+    return write_embeddings(folder, [f"doc{i:05d}" for i in range(documents)], vectors, files=2)
+
+
+def scored_clusters(folder: Path) -> list[Path]:
+    return [path for path in folder.glob("*.parquet") if not path.name.startswith(".")] if folder.exists() else []
+
+
+def kill_during_pairwise(command: list[str], pairwise: Path, log: Path) -> None:
+    """Start the run and SIGKILL it once at least 20 (of 200) clusters have been scored."""
+    with open(log, "wb") as handle:
+        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while len(scored_clusters(pairwise)) < 20:
+        assert process.poll() is None, f"the run ended before it could be killed:\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, "no pairwise results appeared"
+        time.sleep(0.01)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+
+
+def test_a_killed_run_resumes_from_its_checkpoint_and_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+    embeddings = synthetic_embeddings(tmp_path / "embeddings")
+    output, cache = tmp_path / "output", tmp_path / "cache"
+    pairwise = cache / "semantic_dedup" / "pairwise_results"
+    command = [sys.executable, str(SCRIPTS_DIR / "semdedup_resume_run.py"), str(embeddings), str(output), str(cache)]
+
+    kill_during_pairwise(command, pairwise, tmp_path / "killed.log")
+    done = open_store(str(cache / "checkpoints" / "pairwise")).completed()
+    assert 0 < len(done) < N_CLUSTERS, f"expected a run stopped midway, {len(done)} clusters checkpointed"
+    assert not (output / "duplicates").exists()
+    finished_files = {path: path.stat().st_mtime_ns for path in scored_clusters(pairwise)
+                      if "_".join(path.stem.split("_")[:2]) in done}
+    assert len(finished_files) == len(done)
+
+    rerun = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "k-means: embeddings and settings unchanged, reusing" in rerun.stderr
+    pending, skipped, completed = map(int, SUMMARY.search(rerun.stderr).groups())
+    assert (skipped, pending, completed) == (len(done), N_CLUSTERS - len(done), N_CLUSTERS - len(done))
+    assert {path: path.stat().st_mtime_ns for path in finished_files} == finished_files, "a finished cluster was redone"
+    assert len(scored_clusters(pairwise)) == N_CLUSTERS
+
+    workflow(str(embeddings), str(tmp_path / "reference"), str(tmp_path / "reference_cache")).run()
+    expected = duplicate_ids(tmp_path / "reference").sort_values("id", ignore_index=True)
+    resumed = duplicate_ids(output).sort_values("id", ignore_index=True)
+    assert len(expected) >= 250
+    pd.testing.assert_frame_equal(resumed, expected)
