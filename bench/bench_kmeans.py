@@ -49,28 +49,30 @@ def inertia(x: np.ndarray, centroids: np.ndarray) -> float:
     return float((dist * dist).sum())
 
 
-def run_ours(x: np.ndarray, k: int, iters: int, seed: int) -> np.ndarray:
-    return fit_kmeans(x, k, max_iter=iters, tol=0, seed=seed, backend="torch", device="cpu").centroids
+def run_ours(x: np.ndarray, k: int, iters: int, seed: int) -> tuple[np.ndarray, int]:
+    model = fit_kmeans(x, k, max_iter=iters, tol=0, seed=seed, backend="torch", device="cpu")
+    return model.centroids, model.n_iter
 
 
-def run_faiss(x: np.ndarray, k: int, iters: int, seed: int) -> np.ndarray:
+def run_faiss(x: np.ndarray, k: int, iters: int, seed: int) -> tuple[np.ndarray, int]:
     import faiss
 
     # No subsampling: faiss otherwise fits on 256 rows per centroid.
     km = faiss.Kmeans(x.shape[1], k, niter=iters, seed=seed, max_points_per_centroid=x.shape[0], verbose=False)
     km.train(x)
-    return km.centroids
+    return km.centroids, len(km.iteration_stats)
 
 
-def run_sklearn(x: np.ndarray, k: int, iters: int, seed: int) -> np.ndarray:
+def run_sklearn(x: np.ndarray, k: int, iters: int, seed: int) -> tuple[np.ndarray, int]:
     from sklearn.cluster import KMeans
 
     km = KMeans(n_clusters=k, n_init=1, max_iter=iters, tol=0, algorithm="lloyd", random_state=seed)
-    return km.fit(x).cluster_centers_.astype(np.float32)
+    km.fit(x)
+    return km.cluster_centers_.astype(np.float32), int(km.n_iter_)
 
 
 OURS = "beam_curator (torch, cpu)"
-RUNNERS: dict[str, Callable[[np.ndarray, int, int, int], np.ndarray]] = {
+RUNNERS: dict[str, Callable[[np.ndarray, int, int, int], tuple[np.ndarray, int]]] = {
     OURS: run_ours,
     "faiss-cpu": run_faiss,
     "scikit-learn": run_sklearn,
@@ -80,27 +82,26 @@ RUNNERS: dict[str, Callable[[np.ndarray, int, int, int], np.ndarray]] = {
 @dataclass(frozen=True)
 class Row:
     name: str
-    iters: int
     seconds: float
     inertia: float
+    iters: float
 
 
-def measure(x: np.ndarray, k: int, iters: dict[str, int], repeats: int) -> list[Row]:
-    """Median seconds and inertia per implementation. Repeat r uses seed r for
-    every implementation, and implementations take turns, so drifts in the
-    load of a shared machine hit all of them alike."""
-    times: dict[str, list[float]] = {name: [] for name in iters}
-    inertias: dict[str, list[float]] = {name: [] for name in iters}
+def measure(x: np.ndarray, k: int, max_iters: dict[str, int], repeats: int) -> list[Row]:
+    """Median seconds, inertia and iterations run per implementation (each
+    stops early only at a fixed point). Repeat r uses seed r for every
+    implementation, and implementations take turns, so drifts in the load of
+    a shared machine hit all of them alike."""
+    samples: dict[str, list[tuple[float, float, int]]] = {name: [] for name in max_iters}
     for rep in range(repeats):
-        for name, n_iter in iters.items():
+        for name, max_iter in max_iters.items():
             run = RUNNERS[name.split(" @")[0]]
             start = time.perf_counter()
-            centroids = run(x, k, n_iter, rep)
-            times[name].append(time.perf_counter() - start)
-            inertias[name].append(inertia(x, centroids))
+            centroids, n_iter = run(x, k, max_iter, rep)
+            samples[name].append((time.perf_counter() - start, inertia(x, centroids), n_iter))
     return [
-        Row(name, n_iter, statistics.median(times[name]), statistics.median(inertias[name]))
-        for name, n_iter in iters.items()
+        Row(name, *(statistics.median(column) for column in zip(*runs, strict=True)))
+        for name, runs in samples.items()
     ]
 
 
@@ -109,7 +110,7 @@ def iterations_to_reach(x: np.ndarray, k: int, target: float, most: int) -> int 
     Inertia never rises from one Lloyd iteration to the next and a seed fixes
     the run, so a binary search over max_iter finds it."""
     def reaches(n_iter: int) -> bool:
-        return inertia(x, run_ours(x, k, n_iter, 0)) <= target
+        return inertia(x, run_ours(x, k, n_iter, 0)[0]) <= target
 
     if not reaches(most):
         return None
@@ -123,12 +124,12 @@ def iterations_to_reach(x: np.ndarray, k: int, target: float, most: int) -> int 
 def table(rows: list[Row]) -> str:
     base = next(row for row in rows if row.name == "faiss-cpu")
     lines = [
-        "| implementation | iterations | time (s, median) | inertia (median) | time / faiss | inertia / faiss |",
+        "| implementation | iterations run | time (s, median) | inertia (median) | time / faiss | inertia / faiss |",
         "|---|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         lines.append(
-            f"| {row.name} | {row.iters} | {row.seconds:.2f} | {row.inertia:.1f} | "
+            f"| {row.name} | {row.iters:g} | {row.seconds:.2f} | {row.inertia:.1f} | "
             f"{row.seconds / base.seconds:.2f} | {row.inertia / base.inertia:.4f} |"
         )
     return "\n".join(lines)

@@ -191,6 +191,7 @@ def test_fsspec_store_unions_writers_like_lmdb(memory_path: str, caplog: pytest.
     other.record("0_a_0", {"0_a": HALF})
     other.record("0_b_0", {"0_b": Fraction(1)})
     other.record("0_c_0", {"0_c": THIRD})
+    other.flush()  # as at the end of a bundle
     fs = fsspec.filesystem("memory")
     [other_folder] = fs.ls(f"{memory_path}-other/{METADATA_DIR}", detail=False)
     fs.mv(other_folder, f"{memory_path}/{METADATA_DIR}/otherhost-1", recursive=True)

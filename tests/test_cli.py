@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
-from semdedup_helpers import SCRIPTS_DIR, jsonl_rows, write_jsonl  # noqa: E402
+from semdedup_helpers import SCRIPTS_DIR, jsonl_rows, short_notes, write_jsonl  # noqa: E402
 
 from beam_curator.checkpoint.store import METADATA_DIR  # noqa: E402
 from beam_curator.cli.main import main  # noqa: E402
@@ -95,9 +95,7 @@ def test_the_console_script_runs_the_same_command(checkpoint: Path) -> None:
 
 def test_semdedup_deduplicates_tiny_data_and_prints_a_summary(tmp_path: Path, capsys, monkeypatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    topics = ["sourdough bread baking", "tide pools and sea stars", "compiling rust crates", "jazz chord voicings",
-              "alpine glacier retreat", "beekeeping in winter", "chess endgame studies", "restoring old bicycles"]
-    rows = [{"doc_id": f"d{i}", "text": f"A short note on {topic}, written for beginners."} for i, topic in enumerate(topics)]
+    rows = short_notes()
     rows += [{"doc_id": "copy-1", "text": rows[1]["text"]}, {"doc_id": "copy-5", "text": rows[5]["text"]}]
     write_jsonl(tmp_path / "input" / "part-0.jsonl", rows[:5])
     write_jsonl(tmp_path / "input" / "part-1.jsonl", rows[5:])

@@ -64,11 +64,30 @@ def test_inertia_within_two_percent_of_scikit_learn_and_matches_centroids() -> N
     assert ours.inertia == pytest.approx(sq_inertia(x, ours.centroids), rel=1e-4)
 
 
-def test_tol_stops_early_and_zero_tol_runs_every_iteration() -> None:
+def test_iterations_equal_plain_lloyd_from_the_same_seeds() -> None:
+    # Hamerly's bounds skip work but must not change a single label.
+    x, _ = blobs(3000, 16, 40, spread=2.0, seed=1)
+    centroids = fit_kmeans(x, 30, max_iter=0, backend="torch", device="cpu").centroids.astype(np.float64)
+    for _ in range(6):
+        labels = ((x[:, None, :] - centroids[None]) ** 2).sum(-1).argmin(1)
+        centroids = np.stack([x[labels == j].mean(0) for j in range(30)])
+    ours = fit_kmeans(x, 30, max_iter=6, tol=0, backend="torch", device="cpu")
+    assert ours.n_iter == 6
+    np.testing.assert_allclose(ours.centroids, centroids, atol=1e-5)
+
+
+def test_tol_stops_early_and_zero_tol_runs_to_max_iter_or_a_fixed_point() -> None:
     x, _ = blobs(1000, 32, 6, spread=0.5, seed=2)
     assert fit_kmeans(x, 6, max_iter=50, tol=1e-4, backend="torch", device="cpu").n_iter < 50
-    assert fit_kmeans(x, 6, max_iter=7, tol=0, backend="torch", device="cpu").n_iter == 7
     assert fit_kmeans(x, 6, max_iter=0, backend="torch", device="cpu").n_iter == 0
+    hard, _ = blobs(3000, 16, 40, spread=2.0, seed=2)
+    assert fit_kmeans(hard, 30, max_iter=3, tol=0, backend="torch", device="cpu").n_iter == 3
+    done = fit_kmeans(hard, 30, max_iter=300, tol=0, backend="torch", device="cpu")
+    assert done.n_iter < 300
+    # A fixed point: every centroid is the mean of the rows assigned to it.
+    labels = assign(hard, done.centroids).labels
+    means = np.stack([hard[labels == j].mean(0) for j in range(30)])
+    np.testing.assert_allclose(done.centroids, means, atol=1e-5)
 
 
 def test_tiny_byte_budget_fits_a_sample_and_chunked_assign_equals_whole(tmp_path) -> None:
@@ -136,7 +155,7 @@ def test_empty_cluster_is_reseeded_at_the_farthest_point() -> None:
     x = torch.tensor([[0.0, 0.0], [0.1, 0.0], [5.0, 0.0], [0.0, 0.2]])
     lloyd = _Lloyd(x, 3)
     # Centroid 2 is far from everything, so it ends up empty.
-    lloyd.assign(torch.tensor([[0.0, 0.0], [5.0, 0.0], [-100.0, -100.0]]))
+    lloyd.assign_all(torch.tensor([[0.0, 0.0], [5.0, 0.0], [-100.0, -100.0]]))
     new = lloyd.update()
     # Farthest from its centroid: [0.0, 0.2] (0.2 from [0, 0]).
     np.testing.assert_allclose(new.numpy(), [[1 / 30, 0.2 / 3], [5.0, 0.0], [0.0, 0.2]], atol=1e-6)

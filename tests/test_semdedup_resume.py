@@ -3,7 +3,8 @@
 The killed run (SIGKILL: no cleanup of any kind) leaves some clusters
 scored and checkpointed. The rerun must reuse the k-means results, skip
 exactly the checkpointed clusters without rewriting their files, and end
-with the duplicates an uninterrupted run finds.
+with the duplicates an uninterrupted run finds. A rerun after input files
+were added must take them in, embedding only the new ones.
 """
 
 from __future__ import annotations
@@ -20,10 +21,19 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
-from semdedup_helpers import SCRIPTS_DIR, duplicate_ids, write_embeddings  # noqa: E402
+from semdedup_helpers import (  # noqa: E402
+    SCRIPTS_DIR,
+    captured_logs,
+    duplicate_ids,
+    jsonl_rows,
+    short_notes,
+    write_embeddings,
+    write_jsonl,
+)
 from semdedup_resume_run import N_CLUSTERS, workflow  # noqa: E402
 
 from beam_curator.checkpoint import open_store  # noqa: E402
+from beam_curator.workflows import TextSemanticDeduplicationWorkflow  # noqa: E402
 
 SUMMARY = re.compile(r"pairwise: (\d+) partitions pending, (\d+) skipped as complete, (\d+) completed this run")
 
@@ -81,3 +91,27 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_matches_an_uninterrupted_r
     resumed = duplicate_ids(output).sort_values("id", ignore_index=True)
     assert len(expected) >= 250
     pd.testing.assert_frame_equal(resumed, expected)
+
+
+def test_a_rerun_after_files_were_added_embeds_only_them_and_deduplicates_everything(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    notes = short_notes()
+    write_jsonl(tmp_path / "input" / "part-0.jsonl", notes[:6])
+
+    def run() -> dict:
+        return TextSemanticDeduplicationWorkflow(
+            str(tmp_path / "input"), str(tmp_path / "output"), str(tmp_path / "cache"), id_field="doc_id",
+            embedding_backend="sentence-transformers", n_clusters=2, eps=0.01, runner="local",
+        ).run().metadata
+
+    assert run()["num_duplicates"] == 0
+    added = [notes[6], {"doc_id": "copy-of-d2", "text": notes[2]["text"]}]
+    write_jsonl(tmp_path / "input" / "part-1.jsonl", added)
+    with captured_logs() as logs:
+        metadata = run()
+    assert "embedding: 1 partitions pending, 1 skipped as complete, 1 completed this run" in "\n".join(logs)
+    assert metadata["num_duplicates"] == metadata["num_duplicates_removed"] == 1
+    removed = set(duplicate_ids(tmp_path / "output")["id"])
+    assert removed < {"d2", "copy-of-d2"}
+    kept = {row["doc_id"] for file in (tmp_path / "output" / "deduplicated").glob("*.jsonl") for row in jsonl_rows(file)}
+    assert kept == {row["doc_id"] for row in notes[:7] + added} - removed

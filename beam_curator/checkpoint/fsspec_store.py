@@ -2,9 +2,13 @@
 
 LMDB needs mmap and POSIX locks, which gs://, s3:// and friends do not give.
 Here each writing process appends numbered JSON files under
-``<path>/.beam_curator_metadata/<hostname>-<pid>/``: one per recorded
-terminal task, written whole (an object-store PUT is atomic). Start-up lists
-and unions them exactly like the LMDB files. Object stores have no process
+``<path>/.beam_curator_metadata/<hostname>-<pid>/``, each written whole (an
+object-store PUT is atomic). A file holds the marks of up to
+``flush_seconds`` (and is written at every bundle's end), because one PUT per
+partition would cost more than small partitions themselves; a crash loses at
+most those seconds of marks, which only replays their partitions. Start-up
+lists and reads them concurrently, and unions them exactly like the LMDB
+files. Object stores have no process
 locks, so a reset cannot tell whether a writer is alive: stop runs first.
 """
 
@@ -15,12 +19,14 @@ import json
 import logging
 import os
 import threading
+import time
 import uuid
 from fractions import Fraction
 from typing import Mapping
 
 import fsspec
 
+from beam_curator.checkpoint import registry
 from beam_curator.checkpoint.ledger import CreditLedger, union_complete
 from beam_curator.checkpoint.store import METADATA_DIR, CheckpointStatus, CheckpointStore, writer_name
 
@@ -28,30 +34,41 @@ logger = logging.getLogger(__name__)
 
 
 class _Writer:
-    def __init__(self, fs: fsspec.AbstractFileSystem, folder: str) -> None:
+    def __init__(self, fs: fsspec.AbstractFileSystem, folder: str, flush_seconds: float = 1.0) -> None:
         self.pid = os.getpid()
         self.fs = fs
         self.folder = folder
         self.ledger = CreditLedger()
         self.sequence = itertools.count()
+        # A restarted container can reuse hostname and pid: never overwrite its files.
         self.token = uuid.uuid4().hex[:12]
         fs.makedirs(folder, exist_ok=True)
         self.mutex = threading.Lock()
+        self.flush_seconds = flush_seconds
+        self.flushed_at = time.monotonic()
+        self.pending: dict[str, list] = {"done": [], "credits": []}
 
     def record(self, task_id: str, credits: Mapping[str, Fraction]) -> list[str]:
         with self.mutex:
             finished = self.ledger.add(task_id, credits)
-            entry = {
-                "done": finished,
-                "credits": [[s, task_id, str(c)] for s, c in credits.items() if s not in self.ledger.complete],
-            }
-            with self.fs.open(f"{self.folder}/{self.token}-{next(self.sequence):012d}.json", "w") as handle:
-                json.dump(entry, handle)
+            self.pending["done"] += finished
+            self.pending["credits"] += [
+                [s, task_id, str(c)] for s, c in credits.items() if s not in self.ledger.complete
+            ]
+            if time.monotonic() - self.flushed_at >= self.flush_seconds:
+                self._write()
             return finished
 
+    def _write(self) -> None:
+        if self.pending["done"] or self.pending["credits"]:
+            with self.fs.open(f"{self.folder}/{self.token}-{next(self.sequence):012d}.json", "w") as handle:
+                json.dump(self.pending, handle)
+            self.pending = {"done": [], "credits": []}
+        self.flushed_at = time.monotonic()
 
-_writers: dict[str, _Writer] = {}
-_registry_lock = threading.Lock()
+    def flush(self) -> None:
+        with self.mutex:
+            self._write()
 
 
 class FsspecCheckpointStore(CheckpointStore):
@@ -79,15 +96,19 @@ class FsspecCheckpointStore(CheckpointStore):
             ) from error
 
     def _entries(self) -> tuple[set[str], list[tuple[str, str, Fraction]], list[str], list[str]]:
+        self.flush()  # this process's own marks first
         fs = self._fs()
         done: set[str] = set()
         partials: list[tuple[str, str, Fraction]] = []
         unreadable: list[str] = []
         files = sorted(fs.glob(f"{self.metadata_dir}/*/*.json"))
+        contents = fs.cat(files, on_error="return") if files else {}
         for file in files:
             try:
-                with fs.open(file, "r") as handle:
-                    entry = json.load(handle)
+                content = contents[file]
+                if isinstance(content, Exception):
+                    raise OSError(str(content))
+                entry = json.loads(content)
                 done.update(entry["done"])
                 partials.extend((s, t, Fraction(c)) for s, t, c in entry["credits"])
             except (ValueError, KeyError, TypeError, OSError) as error:
@@ -101,11 +122,14 @@ class FsspecCheckpointStore(CheckpointStore):
         return union_complete(done, partials)
 
     def record(self, task_id: str, credits: Mapping[str, Fraction]) -> list[str]:
-        with _registry_lock:
-            writer = _writers.get(self.metadata_dir)
-            if writer is None or writer.pid != os.getpid():
-                writer = _writers[self.metadata_dir] = _Writer(self._fs(), f"{self.metadata_dir}/{writer_name()}")
+        folder = f"{self.metadata_dir}/{writer_name()}"
+        writer = registry.writer_for(self.metadata_dir, lambda: _Writer(self._fs(), folder))
         return writer.record(task_id, credits)
+
+    def flush(self) -> None:
+        writer = registry.current(self.metadata_dir)
+        if writer is not None:
+            writer.flush()
 
     def status(self) -> CheckpointStatus:
         done, partials, unreadable, writers = self._entries()
@@ -115,8 +139,7 @@ class FsspecCheckpointStore(CheckpointStore):
         )
 
     def reset(self, force: bool = False) -> None:
-        with _registry_lock:
-            _writers.pop(self.metadata_dir, None)
+        registry.discard(self.metadata_dir)
         fs = self._fs()
         if fs.exists(self.metadata_dir):
             fs.rm(self.metadata_dir, recursive=True)

@@ -51,6 +51,9 @@ class CheckpointStore(ABC):
         """Durably return a terminal task's credits from this process; return
         the partitions this completed."""
 
+    def flush(self) -> None:
+        """Make this process's recorded marks durable now (called at bundle ends)."""
+
     @abstractmethod
     def status(self) -> CheckpointStatus:
         """What is on disk."""

@@ -16,6 +16,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from beam_curator.checkpoint import CheckpointStore
+from beam_curator.runners.gpu import pin_worker_gpu
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.lineage import StepOutcome, derive, derive_batch, derive_sources
 from beam_curator.tasks import Task
@@ -40,9 +41,16 @@ class _StageDoFn(beam.DoFn):
         self.completed = Metrics.counter(NAMESPACE, "partitions_completed")
 
     def setup(self) -> None:
+        if self.stage.resources.get("gpus"):
+            pin_worker_gpu()
         self.stage.setup()
 
+    def finish_bundle(self) -> None:
+        if self.store is not None:
+            self.store.flush()
+
     def teardown(self) -> None:
+        self.finish_bundle()
         self.stage.teardown()
 
     def _terminal(self, task: Task) -> None:

@@ -49,8 +49,10 @@ def canonical(rows: list[dict]) -> list[dict]:
 
 
 def output_rows(folder: Path) -> list[dict]:
-    """Every record written under ``folder``, in canonical order."""
-    return canonical([json.loads(line) for file in folder.glob("*.jsonl") for line in file.read_text().splitlines()])
+    """Every record written under ``folder``, in canonical order (hidden
+    temporary files of an interrupted write are not output)."""
+    files = [file for file in folder.glob("*.jsonl") if not file.name.startswith(".")]
+    return canonical([json.loads(line) for file in files for line in file.read_text().splitlines()])
 
 
 class ChunkAndFilter(ProcessingStage):

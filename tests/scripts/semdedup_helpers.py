@@ -19,6 +19,15 @@ import pandas as pd
 from beam_curator.data import sample_corpus_path
 
 SCRIPTS_DIR = Path(__file__).resolve().parent
+TOPICS = (
+    "sourdough bread baking", "tide pools and sea stars", "compiling rust crates", "jazz chord voicings",
+    "alpine glacier retreat", "beekeeping in winter", "chess endgame studies", "restoring old bicycles",
+)
+
+
+def short_notes(topics: tuple[str, ...] = TOPICS) -> list[dict]:
+    """One short text per topic, ids ``d0, d1...``: no two are near-duplicates."""
+    return [{"doc_id": f"d{i}", "text": f"A short note on {topic}, written for beginners."} for i, topic in enumerate(topics)]
 
 
 def copy_corpus(folder: Path, names: tuple[str, ...]) -> Path:

