@@ -77,13 +77,17 @@ def test_repeated_user_ids_in_one_file_are_named_with_the_file(tmp_path: Path) -
 
 
 def test_a_user_id_repeated_across_files_is_named(tmp_path: Path) -> None:
-    """The same record in two files: both copies land in one cluster, where the id clash shows."""
+    """One id on two different records in two files: checked across the whole
+    input before clustering, since removing that id would drop both."""
     rows = records("a", 4)
     write_jsonl(tmp_path / "input" / "part-0.jsonl", rows)
-    write_jsonl(tmp_path / "input" / "part-1.jsonl", [rows[0], *records("b", 3)])
-    with pytest.raises(ValueError) as caught:
+    clash = {**records("b", 1)[0], "doc_id": "a0"}
+    write_jsonl(tmp_path / "input" / "part-1.jsonl", [clash, *records("b", 3)[1:]])
+    with pytest.raises(CuratorInputError) as caught:
         run_text(tmp_path / "input", tmp_path, id_field="doc_id")
-    assert "document ids ['a0'] appear more than once; ids must be unique" in str(caught.value)
+    assert "1 id(s) in 'doc_id' occur more than once across the input, e.g. ['a0']; ids must be unique" in str(
+        caught.value
+    )
 
 
 def test_more_clusters_than_documents_says_how_many_are_possible(tmp_path: Path) -> None:

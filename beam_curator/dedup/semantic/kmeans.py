@@ -56,7 +56,7 @@ Backend = Literal["auto", "cuml", "torch"]
 _INIT_ROWS_PER_CLUSTER = 32
 # Elements of the (rows x k) distance block computed at once during the fit:
 # small enough to stay in the CPU caches, large enough to keep a GPU busy.
-_CPU_BLOCK_ELEMS = 1 << 20
+_CPU_BLOCK_ELEMS = 1 << 22
 _GPU_BLOCK_ELEMS = 1 << 26
 _EPS = 1e-12
 
@@ -445,17 +445,16 @@ class _Lloyd:
         return int((self.labels[stale] != before).sum())
 
     def _own_distance(self, centroids: torch.Tensor) -> None:
-        """Exact distance of every row to its own (moved) centroid, blocked."""
-        cent_sq = (centroids * centroids).sum(1)
+        """Exact distance of every row to its own (moved) centroid, blocked.
+        The direct difference avoids the cancellation of ||x||^2 - 2x.c + ||c||^2."""
         n, d = self.x.shape
-        for start in range(0, n, self.rows):
-            part = slice(start, min(start + self.rows, n))
+        rows = len(self.scratch) // d
+        for start in range(0, n, rows):
+            part = slice(start, min(start + rows, n))
             labels = self.labels[part]
             gathered = self.scratch[: len(labels) * d].view(len(labels), d)
             torch.index_select(centroids, 0, labels, out=gathered)
-            dots = gathered.mul_(self.x[part]).sum(1)
-            sq = dots.mul_(-2).add_(self.x_sq[part]).add_(cent_sq[labels])
-            self.upper[part] = sq.clamp_(min=0).sqrt_()
+            self.upper[part] = torch.linalg.vector_norm(gathered.sub_(self.x[part]), dim=1)
 
     def _nearest(self, centroids: torch.Tensor, rows: torch.Tensor | None) -> None:
         """Nearest and second-nearest centroid of ``rows`` (all when None)."""

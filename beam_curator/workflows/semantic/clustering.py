@@ -15,11 +15,13 @@ from dataclasses import asdict, dataclass
 import fsspec
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from beam_curator.dedup.semantic.kmeans import assign, fit_kmeans
 from beam_curator.dedup.semantic.normalize import l2_normalize
 from beam_curator.stages import ProcessingStage
+from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.writer import write_atomically
 from beam_curator.tasks import DocumentBatch, FileGroupTask
 
@@ -47,6 +49,22 @@ def embedding_matrix(table: pa.Table, id_column: str, embedding_column: str) -> 
     return ids, l2_normalize(vectors, ids)
 
 
+def check_unique_ids(files: list[str], id_column: str) -> None:
+    """Ids must be unique across the whole dataset, not just within a file:
+    removal by a repeated id would drop every record that carries it. Reads
+    only the id column (8 bytes per document for integer ids)."""
+    ids = pa.chunked_array(
+        [pq.read_table(path, columns=[id_column]).column(0) for path in files]
+    )
+    counts = pc.value_counts(ids)
+    repeated = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
+    if len(repeated):
+        raise CuratorInputError(
+            f"{len(repeated)} id(s) in {id_column!r} occur more than once across the input, e.g. "
+            f"{repeated[:5].to_pylist()}; ids must be unique (leave id_field unset to generate ids)"
+        )
+
+
 def fingerprint(files: list[str], settings: KMeansSettings) -> str:
     fs, _ = fsspec.core.url_to_fs(files[0])
     listing = [(path, fs.size(path)) for path in files]
@@ -69,6 +87,7 @@ def _checked_rows(path: str, columns: list[str]) -> int:
 def fit_centroids(files: list[str], id_column: str, embedding_column: str, settings: KMeansSettings) -> np.ndarray:
     """Fit on at most ``max_sample_bytes`` of vectors, drawn evenly from every file."""
     total_rows = sum(_checked_rows(path, [id_column, embedding_column]) for path in files)
+    check_unique_ids(files, id_column)
     if total_rows == 0:
         raise ValueError("no documents were embedded; check input_path and the text field")
     first = pq.read_table(files[0], columns=[embedding_column])
