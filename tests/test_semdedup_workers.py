@@ -1,0 +1,82 @@
+"""Semantic deduplication with every stage in processes other than the driver.
+
+The text workflow runs through the portable runner on an EXTERNAL worker
+pool and on the multi-process local runner: the model loads in the workers,
+each phase's completion marks are written by worker pids and read back from
+disk by a second run, which then finds nothing to do.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from beam_curator.checkpoint import METADATA_DIR, open_store
+from beam_curator.runners import WorkerPool
+from beam_curator.workflows import TextSemanticDeduplicationWorkflow
+
+TEXTS = [
+    "Command-line tool to convert images between formats",
+    "Library for reading and writing compressed archives",
+    "Text editor with syntax highlighting for many languages",
+    "Network monitor that draws bandwidth graphs per host",
+    "Fonts for mathematical typesetting in documents",
+    "Daemon that synchronises the system clock over the network",
+]
+
+
+def write_input(folder: Path) -> list[dict]:
+    """Two files; the third file repeats two records' texts under new ids."""
+    rows = [{"doc_id": f"d{i}", "text": text} for i, text in enumerate(TEXTS)]
+    copies = [{"doc_id": "copy-1", "text": TEXTS[1]}, {"doc_id": "copy-4", "text": TEXTS[4]}]
+    folder.mkdir(parents=True)
+    for name, part in (("a", rows[:3]), ("b", rows[3:]), ("c", copies)):
+        (folder / f"{name}.jsonl").write_text("".join(json.dumps(row) + "\n" for row in part))
+    return rows + copies
+
+
+def run(tmp_path: Path, **runner: object) -> dict:
+    return TextSemanticDeduplicationWorkflow(
+        str(tmp_path / "input"), str(tmp_path / "output"), str(tmp_path / "cache"), id_field="doc_id",
+        embedding_backend="sentence-transformers", n_clusters=2, eps=0.01, **runner,
+    ).run().metadata
+
+
+def writer_pids(checkpoint: Path) -> set[int]:
+    return {int(Path(path).stem.rsplit("-", 1)[1]) for path in glob.glob(f"{checkpoint}/{METADATA_DIR}/*.mdb")}
+
+
+def check_run_and_rerun(tmp_path: Path, **runner: object) -> None:
+    rows = write_input(tmp_path / "input")
+    first = run(tmp_path, **runner)
+    assert first["num_duplicates"] == 2
+    kept = sorted(
+        json.loads(line)["doc_id"]
+        for path in glob.glob(f"{tmp_path}/output/deduplicated/*.jsonl")
+        for line in Path(path).read_text().splitlines()
+    )
+    assert len(kept) == len(rows) - 2
+    assert sum(doc in kept for doc in ("d1", "copy-1")) == 1 and sum(doc in kept for doc in ("d4", "copy-4")) == 1
+    for phase, partitions in (("embedding", 3), ("pairwise", 2), ("removal", 3)):
+        checkpoint = tmp_path / "cache" / "checkpoints" / phase
+        pids = writer_pids(checkpoint)
+        assert pids and os.getpid() not in pids, f"{phase} marks must come from worker processes, got {pids}"
+        assert len(open_store(str(checkpoint)).completed()) == partitions
+    second = run(tmp_path, **runner)
+    assert second["num_duplicates"] == 2 and second["embedding_time"] < first["embedding_time"]
+    for phase in ("embedding", "pairwise", "removal"):
+        assert os.getpid() not in writer_pids(tmp_path / "cache" / "checkpoints" / phase)
+
+
+@pytest.mark.slow
+def test_semdedup_on_an_external_worker_pool(tmp_path: Path, worker_pool: WorkerPool) -> None:
+    check_run_and_rerun(tmp_path, runner="portable", **worker_pool.settings())
+
+
+@pytest.mark.slow
+def test_semdedup_on_local_worker_processes(tmp_path: Path, worker_pythonpath: None) -> None:
+    check_run_and_rerun(tmp_path, runner="local-multiprocess", num_workers=2)
