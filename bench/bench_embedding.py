@@ -8,7 +8,10 @@ batches of exactly that size. Model loading is excluded from both: one
 warm-up run of each comes first, and the pipeline reuses its loaded model
 through a fixed RunInference ``model_identifier``. Repeats alternate raw and
 pipeline so drifts in machine load hit both; medians are reported. The
-pipeline time still includes building and running the Beam graph.
+pipeline time still includes building and running the Beam graph (about 1 s).
+The last column compares CPU seconds (this process and vLLM's engine
+processes, via psutil) instead of wall time: on a machine shared with other
+jobs it shows the stage's own overhead when wall time is mostly noise.
 
     python bench/bench_embedding.py                  # both engines, CPU
     python bench/bench_embedding.py --engines sentence-transformers --n 5000
@@ -18,17 +21,13 @@ pipeline time still includes building and running the Beam graph.
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import os
-import platform
 import statistics
 import sys
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -37,13 +36,10 @@ import apache_beam as beam  # noqa: E402
 from apache_beam.ml.inference.base import RunInference  # noqa: E402
 from apache_beam.testing.util import assert_that, equal_to  # noqa: E402
 
-from beam_curator.models import DEFAULT_MODEL, make_embedding_handler, resolve_model  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import add_append_argument, load_corpus, machine_description, markdown_table, publish  # noqa: E402
 
-CORPUS = "debian-package-descriptions.jsonl.gz"
-CORPUS_PLACES = (
-    Path("/work/shared/data") / CORPUS,
-    Path(__file__).resolve().parents[2] / "shared" / "data" / CORPUS,
-)
+from beam_curator.models import DEFAULT_MODEL, make_embedding_handler, resolve_model  # noqa: E402
 
 
 @dataclass
@@ -57,29 +53,6 @@ class Result:
     pipeline_s: float
     raw_cpu_s: float
     pipeline_cpu_s: float
-
-
-def find_corpus(given: Path | None) -> Path:
-    for place in ([given] if given else CORPUS_PLACES):
-        if place.is_file():
-            return place
-    searched = ", ".join(str(p) for p in ([given] if given else CORPUS_PLACES))
-    raise SystemExit(f"corpus not found (looked at {searched}); pass --data PATH to {CORPUS}")
-
-
-def load_texts(path: Path, n: int) -> list[str]:
-    texts: list[str] = []
-    with gzip.open(path, "rt", encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if len(texts) == n:
-                break
-            record = json.loads(line)
-            if not isinstance(record.get("text"), str):
-                raise SystemExit(f"{path}: line {number} has no string field 'text'")
-            texts.append(record["text"])
-    if len(texts) < n:
-        raise SystemExit(f"{path} holds only {len(texts)} documents, fewer than --n {n}")
-    return texts
 
 
 def raw_sentence_transformers(model_dir: str) -> Callable[[list[str]], object]:
@@ -104,9 +77,12 @@ RAW_ENGINES: dict[str, Callable[[str], Callable[[list[str]], object]]] = {
 
 
 def cpu_seconds() -> float:
-    """CPU time of this process and its live children (vLLM's engine runs in
-    children). On a shared machine this shows overhead that wall time, swayed
-    by other users' load, can hide or invent."""
+    """CPU time of this process and its live children.
+
+    vLLM embeds in child processes, which ``common.interleaved_timings``
+    (``time.process_time``) does not see, hence this psutil sum. On a shared
+    machine it shows overhead that wall time, swayed by other jobs, can hide
+    or invent."""
     import psutil
 
     processes = [psutil.Process()]
@@ -161,35 +137,28 @@ def measure(engine: str, texts: list[str], batch: int, repeats: int) -> Result:
 
 
 def table(results: list[Result]) -> str:
-    lines = [
-        "| engine | docs | batch | raw engine (docs/s) | Beam RunInference (docs/s) "
-        "| pipeline / raw | pipeline / raw, per CPU-second |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+    headers = [
+        "engine", "docs", "batch", "raw engine (docs/s)", "Beam RunInference (docs/s)",
+        "pipeline / raw", "pipeline / raw, per CPU-second",
     ]
-    for r in results:
-        lines.append(
-            f"| {r.engine} | {r.docs} | {r.batch} | {r.docs / r.raw_s:.1f} "
-            f"| {r.docs / r.pipeline_s:.1f} | {r.raw_s / r.pipeline_s:.2f} "
-            f"| {r.raw_cpu_s / r.pipeline_cpu_s:.2f} |"
-        )
-    return "\n".join(lines)
+    rows = [
+        [
+            r.engine, r.docs, r.batch, f"{r.docs / r.raw_s:.1f}", f"{r.docs / r.pipeline_s:.1f}",
+            f"{r.raw_s / r.pipeline_s:.2f}", f"{r.raw_cpu_s / r.pipeline_cpu_s:.2f}",
+        ]
+        for r in results
+    ]
+    return markdown_table(headers, rows)
 
 
-def machine() -> str:
-    import torch
-
-    cpu = platform.processor() or "unknown CPU"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        names = [ln.split(":", 1)[1].strip() for ln in cpuinfo.read_text().splitlines() if ln.startswith("model name")]
-        cpu = names[0] if names else cpu
-    versions = [f"apache-beam {beam.__version__}", f"torch {torch.__version__}"]
+def engine_versions() -> str:
+    versions = [f"apache-beam {beam.__version__}"]
     for package in ("sentence_transformers", "vllm"):
         try:
             versions.append(f"{package} {__import__(package).__version__}")
         except ImportError:
             pass
-    return f"{cpu}, {os.cpu_count()} cores, no GPU used, Python {platform.python_version()}, " + ", ".join(versions)
+    return ", ".join(versions)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,26 +168,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-vllm", type=int, default=500, help="documents for vLLM (slower on CPU)")
     parser.add_argument("--batch", type=int, default=64, help="batch size for both raw and pipeline")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each; medians are reported")
-    parser.add_argument("--data", type=Path, help=f"path to {CORPUS}")
-    parser.add_argument("--append", type=Path, help="append the table and machine description to this file")
+    parser.add_argument("--data", type=Path, help="path to debian-package-descriptions.jsonl.gz")
+    add_append_argument(parser)
     args = parser.parse_args(argv)
 
-    corpus = find_corpus(args.data)
+    machine = machine_description()
     results = []
     for engine in args.engines:
         n = args.n_vllm if engine == "vllm" else args.n
-        results.append(measure(engine, load_texts(corpus, n), args.batch, args.repeats))
+        texts = [record["text"] for record in load_corpus(n, args.data)]
+        results.append(measure(engine, texts, args.batch, args.repeats))
         print(table(results[-1:]), flush=True)
 
-    heading = (
-        f"Embedding stage ({DEFAULT_MODEL}, {CORPUS}, first N docs): Beam RunInference "
-        f"on the DirectRunner vs the raw engine, median of {args.repeats}"
+    body = (
+        f"Embedding stage ({DEFAULT_MODEL}, first N corpus documents, CPU): Beam RunInference "
+        f"on the DirectRunner vs the raw engine, same batches, median of {args.repeats} "
+        f"({engine_versions()}).\n\n{table(results)}\n"
     )
-    report = f"### {heading}\n\n{table(results)}\n\nMachine: {machine()} ({date.today()}).\n"
-    print("\n" + report)
-    if args.append:
-        with args.append.open("a", encoding="utf-8") as out:
-            out.write("\n" + report)
+    publish(__file__, body, args.append, machine)
     return 0
 
 

@@ -1,35 +1,52 @@
-"""Benchmark: beam_curator's torch k-means vs faiss-cpu vs scikit-learn.
+"""Benchmark: beam_curator's torch k-means vs faiss-cpu vs scikit-learn, side by side.
 
-All three run on the same L2-normalised vectors with the same k and the same
-number of Lloyd iterations (early stopping off), on the same number of
-threads. Inertia is recomputed for every result by one function (squared L2
-distance of each row to its nearest returned centroid, summed in float64), so
-it compares centroids rather than each library's own bookkeeping. Times
-include initialisation, which differs: ours is greedy k-means++ on a
-subsample, scikit-learn's greedy k-means++ on all rows, faiss's random rows.
+All three run on the same L2-normalised vectors with the same k, the same
+``--iters`` cap and the same number of threads; each stops early only at a
+fixed point (no label changes, or for faiss an unchanged objective), and the
+iterations each actually ran are reported. Inertia is recomputed for every
+result by one function (squared L2 distance of each row to its nearest
+returned centroid, summed in float64), so it compares centroids rather than
+each library's own bookkeeping. Times include initialisation, which differs:
+ours is greedy k-means++ on a projected subsample, scikit-learn's greedy
+k-means++ on all rows, faiss's random rows. A last row gives ours stopped at
+the fewest iterations that reach faiss's inertia ("at equal inertia").
 
-    python bench/bench_kmeans.py                      # 50k x 384, k=200, 20 iters
+Rounds rotate the order of the contenders; round r uses seed r (seed 0 is
+the untimed warm-up);
+medians are reported. Clock: process CPU time with one thread (steady on a
+loaded machine), else wall time.
+
+    python bench/bench_kmeans.py                      # 50k x 384, k=200, 20 iterations
     python bench/bench_kmeans.py --n 200000 --k 1000  # the issue's full size
+    python bench/bench_kmeans.py --corpus 5000 --k 50 # real MiniLM embeddings of the Debian corpus
     python bench/bench_kmeans.py --append BENCHMARKS.md
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import platform
+import itertools
 import statistics
 import sys
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import date
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from beam_curator.dedup.semantic.kmeans import assign, fit_kmeans
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (  # noqa: E402
+    add_append_argument,
+    corpus_embeddings,
+    interleaved_timings,
+    machine_description,
+    markdown_table,
+    publish,
+)
+
+from beam_curator.dedup.semantic.kmeans import assign, fit_kmeans  # noqa: E402
+
+Fit = Callable[[np.ndarray, int, int, int], tuple[np.ndarray, int]]  # (x, k, max_iter, seed) -> centroids, iterations
 
 
 def mixture_of_gaussians(n: int, d: int, n_modes: int, seed: int) -> np.ndarray:
@@ -49,68 +66,65 @@ def inertia(x: np.ndarray, centroids: np.ndarray) -> float:
     return float((dist * dist).sum())
 
 
-def run_ours(x: np.ndarray, k: int, iters: int, seed: int) -> tuple[np.ndarray, int]:
-    model = fit_kmeans(x, k, max_iter=iters, tol=0, seed=seed, backend="torch", device="cpu")
+def fit_ours(x: np.ndarray, k: int, max_iter: int, seed: int) -> tuple[np.ndarray, int]:
+    model = fit_kmeans(x, k, max_iter=max_iter, tol=0, seed=seed, backend="torch", device="cpu")
     return model.centroids, model.n_iter
 
 
-def run_faiss(x: np.ndarray, k: int, iters: int, seed: int) -> tuple[np.ndarray, int]:
+def fit_faiss(x: np.ndarray, k: int, max_iter: int, seed: int) -> tuple[np.ndarray, int]:
     import faiss
 
     # No subsampling: faiss otherwise fits on 256 rows per centroid.
-    km = faiss.Kmeans(x.shape[1], k, niter=iters, seed=seed, max_points_per_centroid=x.shape[0], verbose=False)
+    km = faiss.Kmeans(x.shape[1], k, niter=max_iter, seed=seed, max_points_per_centroid=len(x), verbose=False)
     km.train(x)
     return km.centroids, len(km.iteration_stats)
 
 
-def run_sklearn(x: np.ndarray, k: int, iters: int, seed: int) -> tuple[np.ndarray, int]:
+def fit_sklearn(x: np.ndarray, k: int, max_iter: int, seed: int) -> tuple[np.ndarray, int]:
     from sklearn.cluster import KMeans
 
-    km = KMeans(n_clusters=k, n_init=1, max_iter=iters, tol=0, algorithm="lloyd", random_state=seed)
-    km.fit(x)
+    km = KMeans(n_clusters=k, n_init=1, max_iter=max_iter, tol=0, algorithm="lloyd", random_state=seed).fit(x)
     return km.cluster_centers_.astype(np.float32), int(km.n_iter_)
 
 
-OURS = "beam_curator (torch, cpu)"
-RUNNERS: dict[str, Callable[[np.ndarray, int, int, int], tuple[np.ndarray, int]]] = {
-    OURS: run_ours,
-    "faiss-cpu": run_faiss,
-    "scikit-learn": run_sklearn,
-}
+OURS, FAISS = "beam_curator (torch, cpu)", "faiss-cpu"
+FITS: dict[str, Fit] = {OURS: fit_ours, FAISS: fit_faiss, "scikit-learn": fit_sklearn}
 
 
-@dataclass(frozen=True)
-class Row:
-    name: str
-    seconds: float
-    inertia: float
-    iters: float
+def measure(x: np.ndarray, k: int, runs: dict[str, tuple[Fit, int]], repeats: int, clock: str) -> dict[str, list]:
+    """[iterations run, seconds, inertia] per contender, each a median over
+    rounds; contender ``name`` runs ``fit`` with ``max_iter`` from ``runs``."""
+    results: dict[str, list[tuple[int, float]]] = {name: [] for name in runs}
 
+    def contender(name: str) -> Callable[[], None]:
+        fit, max_iter = runs[name]
+        seeds = itertools.count()
 
-def measure(x: np.ndarray, k: int, max_iters: dict[str, int], repeats: int) -> list[Row]:
-    """Median seconds, inertia and iterations run per implementation (each
-    stops early only at a fixed point). Repeat r uses seed r for every
-    implementation, and implementations take turns, so drifts in the load of
-    a shared machine hit all of them alike."""
-    samples: dict[str, list[tuple[float, float, int]]] = {name: [] for name in max_iters}
-    for rep in range(repeats):
-        for name, max_iter in max_iters.items():
-            run = RUNNERS[name.split(" @")[0]]
-            start = time.perf_counter()
-            centroids, n_iter = run(x, k, max_iter, rep)
-            samples[name].append((time.perf_counter() - start, inertia(x, centroids), n_iter))
-    return [
-        Row(name, *(statistics.median(column) for column in zip(*runs, strict=True)))
-        for name, runs in samples.items()
-    ]
+        def run() -> None:
+            centroids, n_iter = fit(x, k, max_iter, next(seeds))
+            results[name].append((n_iter, inertia(x, centroids)))
+
+        return run
+
+    timings = interleaved_timings({name: contender(name) for name in runs}, repeats)
+    return {
+        name: [
+            statistics.median(n for n, _ in results[name][1:]),  # [0] is the warm-up
+            getattr(timings[name], clock),
+            statistics.median(value for _, value in results[name][1:]),
+        ]
+        for name in runs
+    }
 
 
 def iterations_to_reach(x: np.ndarray, k: int, target: float, most: int) -> int | None:
-    """Fewest Lloyd iterations after which ours (seed 0) has inertia <= target.
-    Inertia never rises from one Lloyd iteration to the next and a seed fixes
-    the run, so a binary search over max_iter finds it."""
-    def reaches(n_iter: int) -> bool:
-        return inertia(x, run_ours(x, k, n_iter, 0)[0]) <= target
+    """Fewest Lloyd iterations after which ours (seed 1, the first timed
+    round's) has inertia <= target. Inertia never rises from one Lloyd
+    iteration to the next and a seed fixes the run, so a binary search over
+    max_iter finds it."""
+
+    def reaches(max_iter: int) -> bool:
+        return inertia(x, fit_ours(x, k, max_iter, 1)[0]) <= target
 
     if not reaches(most):
         return None
@@ -121,45 +135,31 @@ def iterations_to_reach(x: np.ndarray, k: int, target: float, most: int) -> int 
     return low
 
 
-def table(rows: list[Row]) -> str:
-    base = next(row for row in rows if row.name == "faiss-cpu")
-    lines = [
-        "| implementation | iterations run | time (s, median) | inertia (median) | time / faiss | inertia / faiss |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for row in rows:
-        lines.append(
-            f"| {row.name} | {row.iters:g} | {row.seconds:.2f} | {row.inertia:.1f} | "
-            f"{row.seconds / base.seconds:.2f} | {row.inertia / base.inertia:.4f} |"
-        )
-    return "\n".join(lines)
-
-
-def machine() -> str:
-    cpu = platform.processor() or "unknown cpu"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        names = [ln.split(":", 1)[1].strip() for ln in cpuinfo.read_text().splitlines() if ln.startswith("model name")]
-        cpu = names[0] if names else cpu
-    import faiss
-    import sklearn
-
-    return (
-        f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__} with {torch.get_num_threads()} threads, "
-        f"faiss {faiss.__version__}, scikit-learn {sklearn.__version__}, Python {platform.python_version()}"
-    )
+def vectors(args: argparse.Namespace) -> tuple[np.ndarray, str]:
+    if args.data:
+        x, source = np.load(args.data).astype(np.float32), str(args.data)
+    elif args.corpus:
+        embedded = corpus_embeddings(args.corpus)
+        x, source = embedded.vectors, f"all-MiniLM-L6-v2 embeddings of the first {args.corpus} Debian corpus documents"
+    else:
+        x = mixture_of_gaussians(args.n, args.d, n_modes=args.k, seed=0)
+        source = f"mixture of {args.k} gaussians around random directions"
+    x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    return np.ascontiguousarray(x), source
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, default=50_000, help="rows")
-    parser.add_argument("--d", type=int, default=384, help="dimensions")
+    parser.add_argument("--n", type=int, default=50_000, help="rows of random data")
+    parser.add_argument("--d", type=int, default=384, help="dimensions of random data")
     parser.add_argument("--k", type=int, default=200, help="clusters")
-    parser.add_argument("--iters", type=int, default=20, help="Lloyd iterations for every implementation")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per implementation; medians are reported")
-    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for all three")
-    parser.add_argument("--data", type=Path, help="a (n, d) .npy of embeddings to use instead of random data")
-    parser.add_argument("--append", type=Path, help="append the table and machine description to this file")
+    parser.add_argument("--iters", type=int, default=20, help="Lloyd iteration cap for every implementation")
+    parser.add_argument("--repeats", type=int, default=3, help="timed rounds; medians are reported")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="threads for all three")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--data", type=Path, help="a (rows, d) .npy of embeddings instead of random data")
+    source.add_argument("--corpus", type=int, metavar="N", help="real embeddings of the first N corpus documents")
+    add_append_argument(parser)
     args = parser.parse_args(argv)
 
     import faiss
@@ -167,33 +167,36 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     faiss.omp_set_num_threads(args.threads)
-    if args.data:
-        x = np.load(args.data).astype(np.float32)
-        x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-        source = f"{args.data} ({x.shape[0]} x {x.shape[1]})"
-    else:
-        x = mixture_of_gaussians(args.n, args.d, n_modes=args.k, seed=0)
-        source = f"{args.n} x {args.d} normalised mixture of {args.k} gaussians"
-    with threadpool_limits(args.threads):
-        rows = measure(x, args.k, {name: args.iters for name in RUNNERS}, args.repeats)
-        faiss_inertia = next(row.inertia for row in rows if row.name == "faiss-cpu")
-        needed = iterations_to_reach(x, args.k, faiss_inertia, args.iters)
+    machine = machine_description()
+    x, source = vectors(args)
+    clock = "cpu" if args.threads == 1 else "wall"
+    with threadpool_limits(args.threads):  # scikit-learn's OpenMP and BLAS
+        rows = measure(x, args.k, {name: (fit, args.iters) for name, fit in FITS.items()}, args.repeats, clock)
+        needed = iterations_to_reach(x, args.k, rows[FAISS][2], args.iters)
         if needed is not None:
-            rows += measure(x, args.k, {f"{OURS} @ faiss's inertia": needed}, args.repeats)
+            at_faiss = f"{OURS}, stopped at faiss's inertia"
+            rows |= measure(x, args.k, {at_faiss: (fit_ours, needed)}, args.repeats, clock)
 
-    heading = f"k-means: {source}, k={args.k}, {args.iters} iterations, median of {args.repeats}"
-    report = f"### {heading}\n\n{table(rows)}\n\nMachine: {machine()} ({date.today()}).\n"
-    print(report)
-    ours, base = rows[0], rows[1]
-    print(f"ours/faiss time: {ours.seconds / base.seconds:.2f}, ours/faiss inertia: {ours.inertia / base.inertia:.4f}")
+    base_iters, base_secs, base_inertia = rows[FAISS]
+    table = [
+        [name, f"{n_iter:g}", f"{secs:.2f}", f"{value:.1f}", f"{secs / base_secs:.2f}", f"{value / base_inertia:.4f}"]
+        for name, (n_iter, secs, value) in rows.items()
+    ]
+    _, ours_secs, ours_inertia = rows[OURS]
+    body = (
+        f"k-means on {len(x)} x {x.shape[1]} unit vectors ({source}), k={args.k}, at most {args.iters} iterations, "
+        f"{args.threads} threads for all, median of {args.repeats} interleaved rounds, clock: {clock} time. "
+        f"ours / faiss: time {ours_secs / base_secs:.2f}, inertia {ours_inertia / base_inertia:.4f}"
+        + ("" if needed is None else f"; at faiss's inertia ({needed} iterations) time "
+           f"{rows[at_faiss][1] / base_secs:.2f}")
+        + ".\n\n"
+        + markdown_table(
+            ["implementation", "iterations run", "time (s)", "inertia", "time / faiss", "inertia / faiss"], table
+        )
+    )
     if needed is None:
-        print(f"ours did not reach faiss's inertia within {args.iters} iterations")
-    else:
-        at = rows[-1]
-        print(f"at faiss's inertia ({needed} iterations): ours/faiss time {at.seconds / base.seconds:.2f}")
-    if args.append:
-        with args.append.open("a", encoding="utf-8") as out:
-            out.write("\n" + report)
+        body += f"\n\nOurs did not reach faiss's inertia within {args.iters} iterations."
+    publish(__file__, body, args.append, machine)
     return 0
 
 

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import add_append_argument, interleaved_medians, machine_description, markdown_table, publish  # noqa: E402
+from common import add_append_argument, interleaved_timings, machine_description, markdown_table, publish  # noqa: E402
 
 from beam_curator.dedup.semantic import pairwise  # noqa: E402
 
@@ -97,10 +97,11 @@ def scenarios(args: argparse.Namespace) -> list[Scenario]:
 
 
 def matmul_reference(clusters: list[torch.Tensor], batch: int) -> None:
-    """The full n x n similarity of every cluster as plain blocked matmuls."""
+    """The full n x n similarity of every cluster as plain blocked matmuls, on
+    the clusters' device (the caller synchronises a GPU before reading a clock)."""
     chunk = max(batch, _REFERENCE_BLOCK_ELEMENTS // batch)
     biggest = max(len(c) for c in clusters)
-    buffer = torch.empty(min(batch, biggest) * min(chunk, biggest))
+    buffer = torch.empty(min(batch, biggest) * min(chunk, biggest), device=clusters[0].device)
     for x in clusters:
         n = len(x)
         for r0 in range(0, n, batch):
@@ -133,7 +134,9 @@ def contenders(scenario: Scenario, batch: int, baseline: ModuleType | None) -> d
         "matmul": lambda: matmul_reference(tensors, batch),
     }
     if baseline is not None:
-        runs["baseline kernel"] = lambda: [baseline.max_similarity_to_earlier(c, batch, "cpu") for c in scenario.clusters]
+        runs["baseline kernel"] = lambda: [
+            baseline.max_similarity_to_earlier(c, batch, "cpu") for c in scenario.clusters
+        ]
     return runs
 
 
@@ -162,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         for threads in args.threads:
             torch.set_num_threads(threads)
             for batch in args.batches:
-                t = interleaved_medians(contenders(scenario, batch, baseline), args.repeats)
+                t = interleaved_timings(contenders(scenario, batch, baseline), args.repeats)
                 # One thread: CPU time leaves out waits for a core on a busy machine.
                 clock = "cpu" if threads == 1 else "wall"
                 secs = {name: getattr(timing, clock) for name, timing in t.items()}

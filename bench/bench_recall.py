@@ -40,12 +40,16 @@ from common import (  # noqa: E402
     publish,
 )
 
-from beam_curator.dedup.semantic.cross_cluster import combine_scores, cross_cluster_scores, visited_clusters  # noqa: E402
+from beam_curator.dedup.semantic.cross_cluster import (  # noqa: E402
+    combine_scores,
+    cross_cluster_scores,
+    visited_clusters,
+)
 from beam_curator.dedup.semantic.kmeans import Assignment, assign, fit_kmeans  # noqa: E402
 from beam_curator.dedup.semantic.normalize import l2_normalize  # noqa: E402
 from beam_curator.dedup.semantic.pairwise import semdedup_cluster_by_keys  # noqa: E402
 from beam_curator.dedup.semantic.ranking import order_by_keys, rank_keys  # noqa: E402
-from beam_curator.dedup.semantic.recall import recall_report  # noqa: E402
+from beam_curator.dedup.semantic.recall import EpsRecall, recall_report  # noqa: E402
 
 WHICH, METRIC, SEED = "hard", "cosine", 42
 
@@ -79,6 +83,13 @@ def compared_pairs(labels: np.ndarray, visited: np.ndarray | None) -> int:
     return pairs
 
 
+def recall_cell(r: EpsRecall) -> str:
+    """Pair recall / share of brute-force removals made, or '-' when there is nothing to find."""
+    if r.similar_pairs == 0:
+        return "-"
+    return f"{r.recall:.3f} / {r.removed_by_clustered / r.removed_by_brute_force:.3f}"
+
+
 def modes(found: Assignment, margins: list[float]) -> dict[str, np.ndarray | None]:
     out: dict[str, np.ndarray | None] = {"plain": None}
     args = (found.second_labels, found.cosine_dist_to_cent, found.second_cosine_dist)
@@ -103,15 +114,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     machine = machine_description()
-    vectors, how = corpus_embeddings(args.n, args.embed_max_chars, args.data)
+    embedded = corpus_embeddings(args.n, args.embed_max_chars, args.data)
+    vectors, how = embedded.vectors, embedded.note
     print(how, file=sys.stderr)
     ids = np.arange(args.n, dtype=np.int64)
     unit = l2_normalize(vectors, ids)
     brute_keys = np.zeros(args.n)  # one cluster: every document at distance 0, ties by id
     brute = {"brute force": lambda: semdedup_cluster_by_keys(ids, unit, brute_keys, WHICH, args.batch, "cpu")}
-    brute_time = interleaved_medians(brute, args.repeats)["brute force"].wall
+    brute_time = interleaved_medians(brute, args.repeats)["brute force"]
 
     pair_rows, recall_rows = None, []
+    all_pairs = args.n * (args.n - 1) / 2
     for k in args.clusters:
         model = fit_kmeans(unit, k, seed=SEED, backend="torch", device="cpu")
         found = assign(unit, model.centroids, device="cpu")
@@ -129,25 +142,23 @@ def main(argv: list[str] | None = None) -> int:
                 pair_rows = [[f"{r.eps:g}", r.similar_pairs, r.removed_by_brute_force] for r in report.per_eps]
             visiting = 0.0 if visited is None else float((visited >= 0).mean())
             recall_rows.append(
-                [k, mode, f"{visiting:.0%}", f"{compared_pairs(found.labels, visited) / (args.n * (args.n - 1) / 2):.1%}",
-                 f"{times[mode].wall:.2f}", f"{times[mode].wall / brute_time:.2f}"]
-                + [
-                    f"{r.recall:.3f} / {r.removed_by_clustered / max(r.removed_by_brute_force, 1):.3f}"
-                    for r in report.per_eps
-                ]
+                [k, mode, f"{visiting:.0%}", f"{compared_pairs(found.labels, visited) / all_pairs:.1%}",
+                 f"{times[mode]:.2f}", f"{times[mode] / brute_time:.2f}"]
+                + [recall_cell(r) for r in report.per_eps]
             )
             print(" | ".join(str(c) for c in recall_rows[-1]), file=sys.stderr, flush=True)
 
+    cut = "" if args.embed_max_chars is None else f" of texts cut to {args.embed_max_chars} chars"
     body = (
         f"Recall of the clustered search vs brute force: first {args.n} documents of the Debian corpus, "
-        f"all-MiniLM-L6-v2 embeddings{'' if args.embed_max_chars is None else f' of texts cut to {args.embed_max_chars} chars'} "
+        f"all-MiniLM-L6-v2 embeddings{cut} "
         f"({how}), which_to_keep={WHICH}, torch k-means on the CPU, {torch.get_num_threads()} torch threads. "
         f"Brute force (the same kernel over all {args.n} documents as one cluster): {brute_time:.2f} s.\n\n"
         "Near-duplicate pairs and removals by brute force:\n\n"
         + markdown_table(["eps", "pairs with cosine >= 1 - eps", "documents brute force removes"], pair_rows or [])
-        + "\n\nEach eps cell: pair recall / share of brute-force removals also made. 'visiting': documents "
-        "compared with their second-nearest cluster too; 'compared': dot products computed, as a share of all "
-        f"pairs; times: median of {args.repeats} interleaved rounds (wall).\n\n"
+        + "\n\nEach eps cell: pair recall / share of brute-force removals also made ('-': no such pairs). "
+        "'visiting': documents compared with their second-nearest cluster too; 'compared': dot products "
+        f"computed, as a share of all pairs; times: median of {args.repeats} interleaved rounds (wall).\n\n"
         + markdown_table(
             ["k", "mode", "visiting", "compared", "search s", "search / brute force"]
             + [f"eps {e:g}" for e in args.eps],

@@ -48,7 +48,10 @@ def machine_description() -> str:
     """CPU model, cores, torch threads, GPU (if any), versions and the load
     average when the run started (high load means noisy absolute figures)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    parts = [f"{cpu_model()}, {cores} cores usable of {os.cpu_count()}", f"torch {torch.__version__} with {torch.get_num_threads()} threads"]
+    parts = [
+        f"{cpu_model()}, {cores} cores usable of {os.cpu_count()}",
+        f"torch {torch.__version__} with {torch.get_num_threads()} threads",
+    ]
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         parts.append(f"GPU {props.name} ({props.total_memory / 2**30:.0f} GiB, CUDA {torch.version.cuda})")
@@ -108,6 +111,13 @@ class Timing:
 
 def interleaved_medians(
     contenders: dict[str, Callable[[], object]], repeats: int, warmup: bool = True
+) -> dict[str, float]:
+    """Median wall seconds of each callable; see :func:`interleaved_timings`."""
+    return {name: timing.wall for name, timing in interleaved_timings(contenders, repeats, warmup).items()}
+
+
+def interleaved_timings(
+    contenders: dict[str, Callable[[], object]], repeats: int, warmup: bool = True
 ) -> dict[str, Timing]:
     """Median timings of each callable, run in rotating order.
 
@@ -159,23 +169,31 @@ def load_corpus(n: int, path: Path | None = None) -> list[dict]:
     return records
 
 
-def corpus_embeddings(n: int, max_chars: int | None = None, path: Path | None = None) -> tuple[np.ndarray, str]:
+@dataclass
+class CorpusEmbeddings:
+    vectors: np.ndarray
+    note: str  # how they were obtained, for the report
+    docs_per_second: float  # embedding throughput when they were computed
+
+
+def corpus_embeddings(n: int, max_chars: int | None = None, path: Path | None = None) -> CorpusEmbeddings:
     """float32 embeddings (all-MiniLM-L6-v2, sentence-transformers on the CPU)
-    of the first ``n`` corpus documents, and a sentence saying how they were got.
+    of the first ``n`` corpus documents.
 
     Embedding is by far the slowest step on a CPU, so the vectors are cached
     as ``.npy`` under ``$BEAM_CURATOR_BENCH_CACHE`` (default
-    ``/tmp/beam_curator_bench``); a larger cached prefix serves any smaller n.
+    ``/tmp/beam_curator_bench``), with the throughput measured when they were
+    computed beside them; a larger cached prefix serves any smaller n.
     """
     source = corpus_path(path)
     EMBEDDING_CACHE.mkdir(parents=True, exist_ok=True)
     tag = hashlib.sha256(f"{source.resolve()}|{source.stat().st_size}|{max_chars}".encode()).hexdigest()[:12]
-    cached = sorted(
-        (int(p.stem.rsplit("-", 1)[1]), p) for p in EMBEDDING_CACHE.glob(f"minilm-{tag}-*.npy")
-    )
+    cached = sorted((int(p.stem.rsplit("-", 1)[1]), p) for p in EMBEDDING_CACHE.glob(f"minilm-{tag}-*.npy"))
     for count, file in cached:
         if count >= n:
-            return np.load(file, mmap_mode="r")[:n].copy(), f"cached embeddings from {file}"
+            rate = json.loads(file.with_suffix(".json").read_text())["docs_per_second"]
+            vectors = np.load(file, mmap_mode="r")[:n].copy()
+            return CorpusEmbeddings(vectors, f"cached in {file}, computed at {rate:.1f} docs/s", rate)
     from beam_curator.models import DEFAULT_MODEL, resolve_model
     from beam_curator.models.sentence_transformers import SentenceTransformerEmbedder
 
@@ -183,11 +201,13 @@ def corpus_embeddings(n: int, max_chars: int | None = None, path: Path | None = 
     texts = [r["text"] if max_chars is None else r["text"][:max_chars] for r in load_corpus(n, source)]
     embedder = SentenceTransformerEmbedder(resolve_model(DEFAULT_MODEL), "cpu")
     start = time.perf_counter()
-    vectors = np.concatenate([embedder.embed(texts[i : i + 256]) for i in range(0, n, 256)]).astype(np.float32)
-    seconds = time.perf_counter() - start
+    vectors = np.concatenate([embedder.embed(texts[i : i + 64]) for i in range(0, n, 64)]).astype(np.float32)
+    rate = n / (time.perf_counter() - start)
     file = EMBEDDING_CACHE / f"minilm-{tag}-{n}.npy"
     partial = file.with_suffix(f".{os.getpid()}.tmp")
     with partial.open("wb") as out:
         np.save(out, vectors)
-    partial.replace(file)  # atomic: a concurrent run never reads half a file
-    return vectors, f"embedded now in {seconds:.0f} s ({n / seconds:.0f} docs/s), cached in {file}"
+    file.with_suffix(".json").write_text(json.dumps({"docs": n, "docs_per_second": rate, "max_chars": max_chars}))
+    partial.replace(file)  # atomic, and after the sidecar: a reader never sees half a cache entry
+    note = f"embedded now at {rate:.1f} docs/s (sentence-transformers, batches of 64), cached in {file}"
+    return CorpusEmbeddings(vectors, note, rate)

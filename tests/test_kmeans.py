@@ -34,14 +34,14 @@ def sq_inertia(x: np.ndarray, centroids: np.ndarray) -> float:
 
 
 def test_same_seed_same_model_other_seed_other_model() -> None:
-    x, _ = blobs(1500, 48, 12, spread=1.0)
+    x, _ = blobs(1500, 96, 12, spread=1.0)  # d > 64: seeding projects, which must be seeded too
     a = fit_kmeans(x, 10, seed=7, backend="torch", device="cpu")
     b = fit_kmeans(x, 10, seed=7, backend="torch", device="cpu")
     c = fit_kmeans(x, 10, seed=8, backend="torch", device="cpu")
     np.testing.assert_array_equal(a.centroids, b.centroids)
     assert (a.n_iter, a.inertia) == (b.n_iter, b.inertia)
     assert not np.array_equal(a.centroids, c.centroids)
-    assert a.centroids.dtype == np.float32 and a.centroids.shape == (10, 48)
+    assert a.centroids.dtype == np.float32 and a.centroids.shape == (10, 96)
     assert a.backend == "torch" and a.n_fit_rows == 1500
 
 
@@ -56,12 +56,14 @@ def test_recovers_well_separated_clusters() -> None:
 
 
 def test_inertia_within_two_percent_of_scikit_learn_and_matches_centroids() -> None:
-    # More modes than clusters and overlapping noise, so the optimum is not trivial.
-    x, _ = blobs(4000, 64, 40, spread=1.2, seed=5)
-    ours = fit_kmeans(x, 25, backend="torch", device="cpu")
-    theirs = KMeans(n_clusters=25, n_init=1, random_state=0).fit(x)
-    assert ours.inertia <= 1.02 * theirs.inertia_, (ours.inertia, theirs.inertia_)
-    assert ours.inertia == pytest.approx(sq_inertia(x, ours.centroids), rel=1e-4)
+    # More modes than clusters and overlapping noise, so the optimum is not
+    # trivial; d > 64 so seeding runs on the principal components. Means over
+    # seeds, as single runs of either land in different local optima.
+    x, _ = blobs(4000, 128, 40, spread=1.2, seed=5)
+    ours = [fit_kmeans(x, 25, seed=seed, backend="torch", device="cpu") for seed in range(3)]
+    theirs = [KMeans(n_clusters=25, n_init=1, random_state=seed).fit(x).inertia_ for seed in range(3)]
+    assert np.mean([m.inertia for m in ours]) <= 1.02 * np.mean(theirs), ([m.inertia for m in ours], theirs)
+    assert ours[0].inertia == pytest.approx(sq_inertia(x, ours[0].centroids), rel=1e-4)
 
 
 def test_iterations_equal_plain_lloyd_from_the_same_seeds() -> None:
@@ -201,7 +203,7 @@ def test_cuml_backend_matches_torch_quality() -> None:
     again = fit_kmeans(x, 50, backend="cuml")
     cpu = fit_kmeans(x, 50, backend="torch", device="cpu")
     assert gpu.backend == "cuml" and gpu.centroids.shape == (50, 384) and gpu.centroids.dtype == np.float32
-    np.testing.assert_allclose(gpu.centroids, again.centroids, atol=1e-5)
+    np.testing.assert_allclose(gpu.centroids, again.centroids, atol=1e-4)
     assert gpu.inertia == pytest.approx(sq_inertia(x, gpu.centroids), rel=1e-3)
     assert gpu.inertia <= 1.03 * cpu.inertia
 

@@ -95,6 +95,16 @@ def test_keyed_input_keeps_keys(st_model, tmp_path):
         np.testing.assert_allclose(normalise(outputs[f"doc-{i}"]), expected[i], atol=1e-5)
 
 
+def test_a_model_per_worker_process_gives_the_same_vectors(st_model, tmp_path):
+    handler = SentenceTransformerEmbeddingHandler(device="cpu", share_across_processes=False)
+    assert not handler.share_model_across_processes()
+    keyed = [(f"doc-{i}", text) for i, text in enumerate(SENTENCES)]
+    outputs = dict(run_inference(KeyedModelHandler(handler), keyed, tmp_path))
+    expected = reference(st_model, SENTENCES)
+    for i in range(len(SENTENCES)):
+        np.testing.assert_allclose(normalise(outputs[f"doc-{i}"]), expected[i], atol=1e-5)
+
+
 def test_max_chars_embeds_only_the_prefix(st_model, tmp_path):
     head = "Debian packages a free operating system."
     text = head + " Boil the pasta in salted water for ten minutes." * 4

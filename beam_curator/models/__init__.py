@@ -44,9 +44,10 @@ def choose_backend() -> Literal["vllm", "sentence-transformers"]:
 
     vLLM when it is installed and a CUDA GPU is visible: there it batches and
     schedules far better than sentence-transformers. Otherwise
-    sentence-transformers: vLLM on CPU spends about 50 s starting (engine
-    process, torch.compile, warm-up) before the first vector, which dwarfs
-    the embedding time of small and medium jobs, and is no faster afterwards.
+    sentence-transformers, which starts in seconds: vLLM on CPU spends about
+    50 s starting (engine process, torch.compile, warm-up) before the first
+    vector, more than small and medium jobs gain from its faster embedding
+    afterwards. Ask for ``backend="vllm"`` explicitly for long CPU runs.
     """
     if importlib.util.find_spec("vllm") is not None:
         import torch

@@ -41,6 +41,7 @@ class EmbeddingOptions(TypedDict, total=False):
     min_batch_size: int | None
     max_batch_size: int | None
     model_copies: int | None
+    share_across_processes: bool
 
 
 class EmbeddingModelHandler(ModelHandler[str, np.ndarray, M]):
@@ -63,6 +64,10 @@ class EmbeddingModelHandler(ModelHandler[str, np.ndarray, M]):
             ``BatchElements``; unset means Beam's adaptive batching.
         model_copies: how many copies of the model one machine loads (Beam
             routes batches between them); ``None`` means one.
+        share_across_processes: True (default) loads one model per machine,
+            reached by every SDK worker process there; False loads one per
+            worker process, which a host with one pinned GPU per process
+            wants (see docs/gpu_placement.md).
     """
 
     def __init__(
@@ -74,6 +79,7 @@ class EmbeddingModelHandler(ModelHandler[str, np.ndarray, M]):
         min_batch_size: int | None = None,
         max_batch_size: int | None = None,
         model_copies: int | None = None,
+        share_across_processes: bool = True,
     ) -> None:
         if max_chars is not None and max_chars < 1:
             raise ValueError(f"max_chars must be a positive number of characters, got {max_chars}")
@@ -85,14 +91,13 @@ class EmbeddingModelHandler(ModelHandler[str, np.ndarray, M]):
         self._model_identifier = model_identifier
         self._model_cache_dir = model_cache_dir
         self._max_chars = max_chars
+        self._share = share_across_processes
 
     def share_model_across_processes(self) -> bool:
-        """Always share: one model per machine, not one per SDK worker process.
-
-        Embedding models are large on GPUs (vLLM also pre-allocates most of the
-        device's memory), so a copy per worker process would not fit.
-        """
-        return True
+        """Share by default: embedding models are large on GPUs (vLLM also
+        pre-allocates most of the device's memory), so a copy per worker
+        process would not fit on a host with one GPU and several processes."""
+        return self._share
 
     def update_model_path(self, model_path: str | None = None) -> None:
         """Follow Beam's model refresh (``watch_model_pattern``/side input)."""

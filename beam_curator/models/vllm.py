@@ -25,7 +25,7 @@ CPU_MEMORY_UTILIZATION = 0.05
 class VLLMEmbedder:
     """A ``vllm.LLM`` that truncates prompts instead of rejecting them."""
 
-    def __init__(self, model_dir: str, init_kwargs: dict[str, Any], max_tokens: int | None) -> None:
+    def __init__(self, model_dir: str, init_kwargs: dict[str, Any], max_tokens: int | None, pretokenize: bool = False) -> None:
         import vllm
         from vllm.platforms import current_platform
 
@@ -41,11 +41,16 @@ class VLLMEmbedder:
             )
         # vLLM refuses prompts longer than the model's length unless asked to truncate.
         self._tokenization_kwargs = {"truncation": True, "max_length": max_tokens or model_max}
+        self._tokenizer = self._llm.get_tokenizer() if pretokenize else None
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        outputs = self._llm.embed(
-            texts, tokenization_kwargs=self._tokenization_kwargs, use_tqdm=False
-        )
+        if self._tokenizer is not None:
+            # Token ids go straight to the engine, which then skips its own input processing.
+            encoded = self._tokenizer(texts, **self._tokenization_kwargs)["input_ids"]
+            prompts: list = [{"prompt_token_ids": ids} for ids in encoded]
+            outputs = self._llm.embed(prompts, use_tqdm=False)
+        else:
+            outputs = self._llm.embed(texts, tokenization_kwargs=self._tokenization_kwargs, use_tqdm=False)
         return np.array([output.outputs.embedding for output in outputs], dtype=np.float32)
 
 
@@ -64,6 +69,9 @@ class VLLMEmbeddingHandler(EmbeddingModelHandler[VLLMEmbedder]):
             ``gpu_memory_utilization`` defaults to ``0.05``.
         max_tokens: tokens kept per text; defaults to the model's maximum
             length.
+        pretokenize: tokenise (and truncate) in the handler with the model's
+            tokenizer and hand vLLM token ids (NeMo Curator's
+            ``embedding_pretokenize``).
         options: the shared :class:`~beam_curator.models.base.EmbeddingOptions`.
     """
 
@@ -73,6 +81,7 @@ class VLLMEmbeddingHandler(EmbeddingModelHandler[VLLMEmbedder]):
         *,
         vllm_init_kwargs: dict[str, Any] | None = None,
         max_tokens: int | None = None,
+        pretokenize: bool = False,
         **options: Unpack[EmbeddingOptions],
     ) -> None:
         if max_tokens is not None and max_tokens < 1:
@@ -80,6 +89,7 @@ class VLLMEmbeddingHandler(EmbeddingModelHandler[VLLMEmbedder]):
         super().__init__(model_identifier, **options)
         self._vllm_init_kwargs = dict(vllm_init_kwargs or {})
         self._max_tokens = max_tokens
+        self._pretokenize = pretokenize
 
     def load_model(self) -> VLLMEmbedder:
-        return VLLMEmbedder(self.model_path(), self._vllm_init_kwargs, self._max_tokens)
+        return VLLMEmbedder(self.model_path(), self._vllm_init_kwargs, self._max_tokens, self._pretokenize)

@@ -13,16 +13,19 @@ update, but costs one full pass over the dataset, a shuffle and a barrier per
 iteration, and tens to hundreds of iterations; a failed worker stalls them all.
 A uniform sample of a few hundred points per cluster already estimates each
 centroid to within the noise that matters for grouping near-duplicates, the
-fit fits in one GPU's (or host's) memory, and the data is read exactly twice
-(sample + assignment), both embarrassingly parallel and resumable.
+sample fits in one GPU's (or host's) memory, and the data is read exactly
+twice (sample + assignment), both embarrassingly parallel and resumable.
 
-Backends share one results contract (seeded, k-means++ family of
-initialisations, same meaning of ``tol``, inertia of the returned centroids):
+Backends share one results contract: seeded; k-means++ family of
+initialisations; ``n_iter`` counts centroid updates; ``inertia`` is that of
+the returned centroids over the fitted rows; the same meaning of ``tol``.
 
 * ``"cuml"``: ``cuml.cluster.KMeans`` with ``init="scalable-k-means++"`` (the
   parallel k-means|| variant) on an NVIDIA GPU.
-* ``"torch"``: greedy k-means++ then Lloyd iterations as blocked matrix
-  products, on CUDA when available, else on the CPU.
+* ``"torch"``: greedy k-means++ on a subsample, then Lloyd iterations as
+  blocked matrix products with Hamerly's bounds (same labels as plain Lloyd,
+  far fewer products once clusters settle), on CUDA when available, else on
+  the CPU.
 
 ``tol``: cuML stops when the summed squared movement of all centroids in one
 iteration falls below ``tol``; its C++ core (RAFT) can also stop when the
@@ -30,13 +33,15 @@ relative inertia improvement ``(prev - cur) / prev`` falls below ``tol``
 (``inertia_check``), which cuML's Python class leaves off. The torch backend
 applies both tests and stops at whichever fires first: the inertia test is
 scale-free, so one ``tol`` means the same on unit vectors of any dimension.
-``tol <= 0`` disables early stopping (exactly ``max_iter`` iterations), which
-benchmarks use to compare equal work.
+With ``tol=0`` neither test fires: the torch backend runs ``max_iter``
+updates or until no label changes (a fixed point, where further iterations
+cannot change anything), which benchmarks use to compare equal work.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -47,18 +52,23 @@ import torch
 
 Backend = Literal["auto", "cuml", "torch"]
 
-# k-means++ seeds from at most this many rows per cluster. Each of its k
-# sequential steps streams the whole pool, so seeding on all rows would cost
-# more than the Lloyd iterations. Measured on normalised mixtures of 100-200
-# gaussians (d=384, k = number of modes, 3 seeds): converged inertia with 32
-# rows per cluster was within ~2% of seeding on all rows (16: ~4%), at a
-# fifth of the seeding time.
+# k-means++ seeds from at most this many rows per cluster, in at most this
+# many principal dimensions (see _kmeans_plus_plus). Measured on normalised
+# mixtures of 200-250 gaussians, d=384, k = number of modes, 4 seeds: 32 rows
+# per cluster in 64 dimensions gave a converged inertia 1-3% *lower* than 32
+# rows in all 384 dimensions (16 rows: ~2% higher), at a third of the
+# seeding time; seeding on all rows costs more than the Lloyd iterations.
 _INIT_ROWS_PER_CLUSTER = 32
-# Elements of the (rows x k) distance block computed at once during the fit:
-# small enough to stay in the CPU caches, large enough to keep a GPU busy.
+_SEED_DIMS = 64
+# Elements of the (rows x k) distance block computed at once during the fit.
+# On the CPU every block op is a parallel region, and on a shared host a
+# descheduled thread stalls each one for a time slice: 2**22 (16 MiB, still
+# within L3) instead of 2**20 cut a 2-thread fit on a busy 2-core machine from
+# 5.9 s to 1.8 s, with no change single-threaded. A GPU wants bigger blocks.
 _CPU_BLOCK_ELEMS = 1 << 22
 _GPU_BLOCK_ELEMS = 1 << 26
 _EPS = 1e-12
+_THREADS_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -67,7 +77,8 @@ class KMeansModel:
 
     ``inertia`` is the sum of squared L2 distances from each fitted row to its
     nearest centroid in ``centroids``; with a byte budget it covers only the
-    ``n_fit_rows`` sampled rows.
+    ``n_fit_rows`` sampled rows. A seed gives bitwise the same model on the
+    CPU; on a GPU, float atomics in the cluster sums may change the last bits.
     """
 
     centroids: np.ndarray
@@ -169,17 +180,13 @@ def assign(
         stop = min(start + chunk_rows, n)
         rows = _tensor(x[start:stop], dev)
         rows_sq = (rows * rows).sum(1)
-        # ||x||^2 is the same for every centroid, so rank on ||c||^2 - 2 x.c.
-        partial = torch.addmm(cent_sq, rows, cent.T, beta=1, alpha=-2)
-        top = torch.topk(partial, min(2, k), dim=1, largest=False, sorted=True)
-        l2 = (top.values + rows_sq[:, None]).clamp_(min=0).sqrt_()
-        # Dot products of the chosen pairs only, recomputed rather than kept
-        # from the block so only one (rows x k) buffer is alive.
-        near = cent[top.indices]
-        cos_sim = torch.einsum("rd,rjd->rj", rows, near) / (
-            rows_sq.sqrt()[:, None] * cent_sq[top.indices].sqrt()
-        ).clamp_(min=_EPS)
-        labels, l2, cos = (t.cpu().numpy() for t in (top.indices, l2, 1 - cos_sim))
+        partial, labels = _two_nearest(rows, cent, cent_sq)
+        chosen_sq = cent_sq[labels]
+        # x.c back from ||c||^2 - 2 x.c: exact to float rounding, and no
+        # (rows x 2 x d) gather of the chosen centroids.
+        cos_sim = (chosen_sq - partial) / 2 / (rows_sq.sqrt()[:, None] * chosen_sq.sqrt()).clamp_(min=_EPS)
+        l2 = partial.add_(rows_sq[:, None]).clamp_(min=0).sqrt_()
+        labels, l2, cos = (t.cpu().numpy() for t in (labels, l2, 1 - cos_sim))
         out["labels"][start:stop] = labels[:, 0]
         out["l2"][start:stop] = l2[:, 0]
         out["cos"][start:stop] = cos[:, 0]
@@ -195,6 +202,18 @@ def assign(
         second_l2_dist=out["l2_2"],
         second_cosine_dist=out["cos2"],
     )
+
+
+def _two_nearest(
+    rows: torch.Tensor, centroids: torch.Tensor, cent_sq: torch.Tensor, out: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``||c||^2 - 2 x.c`` and index of the nearest and second-nearest
+    centroid (one column when there is one centroid). ``||x||^2`` is the same
+    for every centroid, so the ranking needs one matrix product; ``out`` is a
+    reusable (rows x k) buffer."""
+    block = torch.addmm(cent_sq, rows, centroids.T, beta=1, alpha=-2, out=out)
+    top = torch.topk(block, min(2, len(centroids)), dim=1, largest=False, sorted=True)
+    return top.values, top.indices
 
 
 def _check_matrix(a: np.ndarray, name: str) -> None:
@@ -311,7 +330,7 @@ def _fit_torch(
     gen = torch.Generator().manual_seed(seed)
     lloyd = _Lloyd(x, k)
     with _one_cpu_thread(device):
-        centroids = _kmeans_plus_plus(x, lloyd.x_sq, k, gen)
+        centroids = _kmeans_plus_plus(x, k, gen)
     inertia = lloyd.assign_all(centroids)
     n_iter, changed = 0, -1
     prev_inertia = math.inf
@@ -339,50 +358,64 @@ def _fit_torch(
 @contextmanager
 def _one_cpu_thread(device: torch.device) -> Iterator[None]:
     """Run k-means++ seeding single-threaded on the CPU. Its k sequential
-    steps each do only ~10 MFLOP, so every parallel region costs more in
-    thread hand-off than it saves, and on a shared host a descheduled worker
-    thread stalls each region for a whole time slice (measured: 24x slower
-    seeding with 2 threads than 1 on a busy 2-core machine)."""
+    steps are each a chain of ~10 small ops; with several threads each op is
+    a parallel region whose hand-off costs about as much as its work, and on
+    a shared host a descheduled thread stalls every region for a time slice
+    (measured: 24x slower seeding with 2 threads than with 1 on a busy 2-core
+    machine). torch's thread count is process-wide, so the lock keeps
+    concurrent fits from restoring each other's setting; other torch work in
+    the process runs single-threaded meanwhile."""
     if device.type != "cpu":
         yield
         return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
+    with _THREADS_LOCK:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(threads)
 
 
-def _kmeans_plus_plus(x: torch.Tensor, x_sq: torch.Tensor, k: int, gen: torch.Generator) -> torch.Tensor:
-    """Greedy k-means++ seeding on a seeded subsample of at most
-    ``_INIT_ROWS_PER_CLUSTER * k`` rows: each step draws several candidates
-    with probability proportional to squared distance and keeps the one that
-    lowers the potential most. Only random draws happen on the CPU generator,
-    so the sequence is the same on every device."""
-    n = x.shape[0]
+def _kmeans_plus_plus(x: torch.Tensor, k: int, gen: torch.Generator) -> torch.Tensor:
+    """Greedy k-means++ seeding: each step draws several candidates with
+    probability proportional to squared distance and keeps the one that
+    lowers the potential most. It runs on a seeded pool of at most
+    ``_INIT_ROWS_PER_CLUSTER * k`` rows, projected onto the pool's top
+    ``_SEED_DIMS`` principal components: every one of the k sequential steps
+    streams the whole pool, and the projection keeps the directions that
+    separate clusters while cutting that traffic (and so seeding time) ~6x
+    for d=384. Seeds are pool rows in full dimension. Random draws come from
+    the CPU generator, so the sequence is the same on every device."""
+    n, d = x.shape
     m = min(n, _INIT_ROWS_PER_CLUSTER * k)
-    pool = torch.randperm(n, generator=gen)[:m].to(x.device) if m < n else torch.arange(n, device=x.device)
-    px, px_sq = x[pool], x_sq[pool]
+    pool = x[torch.randperm(n, generator=gen)[:m].to(x.device)] if m < n else x
+    if d > _SEED_DIMS:
+        centred = pool - pool.mean(0)
+        _, axes = torch.linalg.eigh(centred.T @ centred)  # ascending eigenvalues
+        seeding = pool @ axes[:, -_SEED_DIMS:]
+    else:
+        seeding = pool
+    seeding_sq = (seeding * seeding).sum(1)
     trials = 2 + int(math.log(k))
 
     def sq_dist(idx: torch.Tensor) -> torch.Tensor:
         """(len(idx), m) squared distances from pool rows ``idx`` to the pool."""
-        d = torch.addmm(px_sq[None, :], px[idx], px.T, beta=1, alpha=-2)
-        return d.add_(px_sq[idx, None]).clamp_(min=0)
+        dist = torch.addmm(seeding_sq[None, :], seeding[idx], seeding.T, beta=1, alpha=-2)
+        return dist.add_(seeding_sq[idx, None]).clamp_(min=0)
 
     chosen = torch.empty(k, dtype=torch.long, device=x.device)
     chosen[0] = torch.randint(m, (1,), generator=gen).item()
+    uniforms = torch.rand(k, trials, generator=gen, dtype=torch.float64).to(x.device)
     closest = sq_dist(chosen[:1])[0]
     for c in range(1, k):
         cum = closest.cumsum(0, dtype=torch.float64)
-        draws = torch.rand(trials, generator=gen, dtype=torch.float64).to(x.device) * cum[-1]
-        cand = torch.searchsorted(cum, draws, right=True).clamp_(max=m - 1)
+        cand = torch.searchsorted(cum, uniforms[c] * cum[-1], right=True).clamp_(max=m - 1)
         after = torch.minimum(closest[None, :], sq_dist(cand))
         best = after.sum(1, dtype=torch.float64).argmin()
         chosen[c] = cand[best]
         closest = after[best]
-    return px[chosen].clone()
+    return pool[chosen].clone()
 
 
 class _Lloyd:
@@ -459,17 +492,14 @@ class _Lloyd:
     def _nearest(self, centroids: torch.Tensor, rows: torch.Tensor | None) -> None:
         """Nearest and second-nearest centroid of ``rows`` (all when None)."""
         cent_sq = (centroids * centroids).sum(1)
-        cent_t = centroids.T
         total = len(self.x) if rows is None else len(rows)
         for start in range(0, total, self.rows):
             stop = min(start + self.rows, total)
             part = slice(start, stop) if rows is None else rows[start:stop]
             block = self.scratch[: (stop - start) * self.k].view(stop - start, self.k)
-            # ||x||^2 is the same for every centroid, so rank on ||c||^2 - 2 x.c.
-            torch.addmm(cent_sq, self.x[part], cent_t, beta=1, alpha=-2, out=block)
-            top = torch.topk(block, min(2, self.k), dim=1, largest=False)
-            dist = top.values.add_(self.x_sq[part, None]).clamp_(min=0).sqrt_()
-            self.labels[part] = top.indices[:, 0]
+            partial, labels = _two_nearest(self.x[part], centroids, cent_sq, out=block)
+            dist = partial.add_(self.x_sq[part, None]).clamp_(min=0).sqrt_()
+            self.labels[part] = labels[:, 0]
             self.upper[part] = dist[:, 0]
             if self.k > 1:
                 self.lower[part] = dist[:, 1]

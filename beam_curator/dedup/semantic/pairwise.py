@@ -132,7 +132,8 @@ class _Scan:
             later = self.k_rank_t[None, c0:c1] >= self.q_rank_t[start:stop, None]
             earlier_query = sim.masked_fill(~later, -torch.inf).max(dim=0)
             _keep_larger(self.k_best[c0:c1], self.k_arg[c0:c1], earlier_query, start)
-            _keep_larger(self.q_best[start:stop], self.q_arg[start:stop], sim.masked_fill_(later, -torch.inf).max(dim=1), c0)
+            earlier_key = sim.masked_fill_(later, -torch.inf).max(dim=1)
+            _keep_larger(self.q_best[start:stop], self.q_arg[start:stop], earlier_key, c0)
         for c0, c1 in self._chunks(before_some, len(self.k_rank)):
             _keep_larger(self.k_best[c0:c1], self.k_arg[c0:c1], self._block(start, stop, c0, c1).max(dim=0), start)
 

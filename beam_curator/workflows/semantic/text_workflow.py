@@ -6,7 +6,7 @@ import logging
 import time
 from typing import Any
 
-from beam_curator.models import DEFAULT_MODEL, make_embedding_handler
+from beam_curator.models import DEFAULT_MODEL, choose_backend, make_embedding_handler
 from beam_curator.stages.io import ParquetWriter
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.transforms.embedding import EmbeddingStage
@@ -77,13 +77,22 @@ class TextSemanticDeduplicationWorkflow:
         self.id_field = id_field
         self.files_per_partition = files_per_partition
         self.perform_removal = perform_removal
+        # The backend is resolved now, so that vLLM-only options go only to vLLM
+        # ("auto" on a machine without a GPU picks sentence-transformers).
         self.embedding = {
-            "backend": embedding_backend, "model_identifier": model_identifier, "max_chars": embedding_max_chars,
+            "backend": choose_backend() if embedding_backend == "auto" else embedding_backend,
+            "model_identifier": model_identifier, "max_chars": embedding_max_chars,
             "model_cache_dir": model_cache_dir, "max_batch_size": embedding_batch_size,
         }
-        if embedding_backend == "vllm" or embedding_pretokenize or embedding_vllm_init_kwargs:
-            # Pre-tokenising means truncating to the model's length up front, which vLLM does in-engine.
-            self.embedding.update(vllm_init_kwargs=embedding_vllm_init_kwargs, max_tokens=embedding_max_tokens)
+        vllm_options = {"vllm_init_kwargs": embedding_vllm_init_kwargs, "max_tokens": embedding_max_tokens,
+                        "pretokenize": embedding_pretokenize or None}
+        if self.embedding["backend"] == "vllm":
+            self.embedding.update(vllm_options)
+        elif embedding_backend == "sentence-transformers" and any(vllm_options.values()):
+            raise ValueError(
+                "embedding_vllm_init_kwargs, embedding_max_tokens and embedding_pretokenize apply to the vLLM "
+                "backend; use embedding_backend='vllm' or drop them"
+            )
         self.runner = {"runner": runner, "beam_args": list(beam_args or []), **runner_settings}
         self.semantic = SemanticDeduplicationWorkflow(
             f"{self.cache_path}/embeddings", self.output_path, self.cache_path,
