@@ -45,7 +45,7 @@ def main() -> None:
     parser.add_argument("--runner", default="local")
     parser.add_argument("--seconds-per-batch", type=float, default=1.0)
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", force=True)
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
 
     pipeline = Pipeline(name="resume-demo")

@@ -25,7 +25,7 @@ def main() -> None:
     parser.add_argument("--eps", type=float, default=0.01)
     parser.add_argument("--runner", default="local")
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", force=True)
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
 
     result = TextSemanticDeduplicationWorkflow(
@@ -42,9 +42,12 @@ def main() -> None:
 
     texts = pd.concat(pd.read_json(path, lines=True) for path in sorted(
         __import__("glob").glob(f"{sample_corpus_path()}/*.jsonl"))).set_index("doc_id")["text"]
-    duplicates = pd.read_parquet(result.metadata["duplicates_path"]).sort_values("cosine_sim_score", ascending=False)
-    print(f"\n{len(duplicates)} of {len(texts)} documents are near-duplicates at eps={args.eps}; a few of them:")
-    for row in duplicates.head(5).itertuples():
+    duplicates = pd.read_parquet(result.metadata["duplicates_path"])
+    exact = duplicates[duplicates["id"].map(texts) == duplicates["max_id"].map(texts)]
+    near = duplicates.drop(exact.index).sort_values("cosine_sim_score")
+    print(f"\n{len(duplicates)} of {len(texts)} documents are duplicates at eps={args.eps}: "
+          f"{len(exact)} exact copies and {len(near)} near-duplicates, for example:")
+    for row in near.head(4).itertuples():
         print(f"  {row.id} ~ {row.max_id} (cosine {row.cosine_sim_score:.4f})")
         print(f"    removed: {texts[row.id][:90]!r}")
         print(f"    kept:    {texts[row.max_id][:90]!r}")

@@ -4,7 +4,7 @@ A store object is pickled into every worker, so it must not hold open files;
 each process opens its own writer on first use and keeps it here. py-lmdb
 also refuses a second open of one file in a process, which a registry keyed
 by path prevents. A forked child gets its own writer (the pid is checked),
-and writers are flushed when a process ends normally.
+and writers are flushed and closed when a process ends normally.
 """
 
 from __future__ import annotations
@@ -49,8 +49,9 @@ def discard(key: str) -> Writer | None:
 
 
 @atexit.register
-def flush_all() -> None:
+def close_all() -> None:
+    """Flush every writer of this process and release its files."""
     for key in list(_writers):
-        writer = current(key)
+        writer = discard(key)
         if writer is not None:
-            writer.flush()
+            getattr(writer, "close", writer.flush)()

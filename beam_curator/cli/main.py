@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.WARNING if args.quiet else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        force=True,  # importing Beam may already have configured the root logger
     )
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     return args.handler(args, beam_args)
