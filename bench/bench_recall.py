@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (  # noqa: E402
     add_append_argument,
     corpus_embeddings,
-    interleaved_medians,
+    interleaved_timings,
     machine_description,
     markdown_table,
     publish,
@@ -108,11 +108,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="cross-cluster margins (cosine distance to the second centroid minus the first)")
     parser.add_argument("--batch", type=int, default=1024, help="pairwise batch size")
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds of each search; medians are reported")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (default 1: timed by CPU time, which stays steady on a shared machine)")
     parser.add_argument("--embed-max-chars", type=int, help="cut texts to this many characters before embedding")
     parser.add_argument("--data", type=Path, help="path to debian-package-descriptions.jsonl.gz")
     add_append_argument(parser)
     args = parser.parse_args(argv)
 
+    torch.set_num_threads(args.threads)
+    clock = "cpu" if args.threads == 1 else "wall"
     machine = machine_description()
     embedded = corpus_embeddings(args.n, args.embed_max_chars, args.data)
     vectors, how = embedded.vectors, embedded.note
@@ -121,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     unit = l2_normalize(vectors, ids)
     brute_keys = np.zeros(args.n)  # one cluster: every document at distance 0, ties by id
     brute = {"brute force": lambda: semdedup_cluster_by_keys(ids, unit, brute_keys, WHICH, args.batch, "cpu")}
-    brute_time = interleaved_medians(brute, args.repeats)["brute force"]
+    brute_time = getattr(interleaved_timings(brute, args.repeats)["brute force"], clock)
 
     pair_rows, recall_rows = None, []
     all_pairs = args.n * (args.n - 1) / 2
@@ -135,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             mode: (lambda v=visited: clustered_search(ids, unit, keys, found.labels, v, args.batch))
             for mode, visited in mode_visits.items()
         }
-        times = interleaved_medians(searches, args.repeats)
+        times = {mode: getattr(t, clock) for mode, t in interleaved_timings(searches, args.repeats).items()}
         for mode, visited in mode_visits.items():
             report = recall_report(ids, unit, order, found.labels, args.eps, visited)
             if pair_rows is None:
@@ -143,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             visiting = 0.0 if visited is None else float((visited >= 0).mean())
             recall_rows.append(
                 [k, mode, f"{visiting:.0%}", f"{compared_pairs(found.labels, visited) / all_pairs:.1%}",
-                 f"{times[mode]:.2f}", f"{times[mode] / brute_time:.2f}"]
+                 f"{times[mode]:.3f}", f"{times[mode] / brute_time:.2f}"]
                 + [recall_cell(r) for r in report.per_eps]
             )
             print(" | ".join(str(c) for c in recall_rows[-1]), file=sys.stderr, flush=True)
@@ -152,13 +156,14 @@ def main(argv: list[str] | None = None) -> int:
     body = (
         f"Recall of the clustered search vs brute force: first {args.n} documents of the Debian corpus, "
         f"all-MiniLM-L6-v2 embeddings{cut} "
-        f"({how}), which_to_keep={WHICH}, torch k-means on the CPU, {torch.get_num_threads()} torch threads. "
-        f"Brute force (the same kernel over all {args.n} documents as one cluster): {brute_time:.2f} s.\n\n"
+        f"({how}), which_to_keep={WHICH}, torch k-means on the CPU, {args.threads} torch thread(s). "
+        f"Brute force (the same kernel over all {args.n} documents as one cluster): {brute_time:.3f} s.\n\n"
         "Near-duplicate pairs and removals by brute force:\n\n"
         + markdown_table(["eps", "pairs with cosine >= 1 - eps", "documents brute force removes"], pair_rows or [])
         + "\n\nEach eps cell: pair recall / share of brute-force removals also made ('-': no such pairs). "
         "'visiting': documents compared with their second-nearest cluster too; 'compared': dot products "
-        f"computed, as a share of all pairs; times: median of {args.repeats} interleaved rounds (wall).\n\n"
+        f"computed, as a share of all pairs; times: median of {args.repeats} interleaved rounds "
+        f"({'process CPU time, one thread' if clock == 'cpu' else 'wall'}).\n\n"
         + markdown_table(
             ["k", "mode", "visiting", "compared", "search s", "search / brute force"]
             + [f"eps {e:g}" for e in args.eps],

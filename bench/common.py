@@ -183,7 +183,8 @@ def corpus_embeddings(n: int, max_chars: int | None = None, path: Path | None = 
     Embedding is by far the slowest step on a CPU, so the vectors are cached
     as ``.npy`` under ``$BEAM_CURATOR_BENCH_CACHE`` (default
     ``/tmp/beam_curator_bench``), with the throughput measured when they were
-    computed beside them; a larger cached prefix serves any smaller n.
+    computed beside them. A cached prefix serves any smaller n, and a larger
+    n only embeds the documents after the longest cached prefix.
     """
     source = corpus_path(path)
     EMBEDDING_CACHE.mkdir(parents=True, exist_ok=True)
@@ -198,16 +199,19 @@ def corpus_embeddings(n: int, max_chars: int | None = None, path: Path | None = 
     from beam_curator.models.sentence_transformers import SentenceTransformerEmbedder
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    texts = [r["text"] if max_chars is None else r["text"][:max_chars] for r in load_corpus(n, source)]
+    done = np.load(cached[-1][1]) if cached else np.empty((0, 0), dtype=np.float32)
+    texts = [r["text"] if max_chars is None else r["text"][:max_chars] for r in load_corpus(n, source)[len(done) :]]
     embedder = SentenceTransformerEmbedder(resolve_model(DEFAULT_MODEL), "cpu")
     start = time.perf_counter()
-    vectors = np.concatenate([embedder.embed(texts[i : i + 64]) for i in range(0, n, 64)]).astype(np.float32)
-    rate = n / (time.perf_counter() - start)
+    new = np.concatenate([embedder.embed(texts[i : i + 64]) for i in range(0, len(texts), 64)]).astype(np.float32)
+    rate = len(texts) / (time.perf_counter() - start)
+    vectors = np.concatenate([done, new]) if len(done) else new
     file = EMBEDDING_CACHE / f"minilm-{tag}-{n}.npy"
     partial = file.with_suffix(f".{os.getpid()}.tmp")
     with partial.open("wb") as out:
         np.save(out, vectors)
     file.with_suffix(".json").write_text(json.dumps({"docs": n, "docs_per_second": rate, "max_chars": max_chars}))
     partial.replace(file)  # atomic, and after the sidecar: a reader never sees half a cache entry
-    note = f"embedded now at {rate:.1f} docs/s (sentence-transformers, batches of 64), cached in {file}"
+    note = (f"{len(texts)} embedded now at {rate:.1f} docs/s (sentence-transformers, batches of 64)"
+            f"{f' after {len(done)} cached' if len(done) else ''}, cached in {file}")
     return CorpusEmbeddings(vectors, note, rate)

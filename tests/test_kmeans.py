@@ -12,7 +12,8 @@ import torch
 from sklearn.cluster import KMeans
 
 from beam_curator.dedup.semantic import kmeans
-from beam_curator.dedup.semantic.kmeans import _cuml_usable, _Lloyd, assign, fit_kmeans
+from beam_curator.dedup.semantic.kmeans import _cuml_usable, assign, fit_kmeans
+from beam_curator.dedup.semantic.kmeans_torch import _Lloyd
 
 needs_cuml = pytest.mark.skipif(not _cuml_usable(), reason="needs the cuml package and a CUDA GPU")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU visible to torch")

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from beam_curator.dedup.semantic.device import resolve_device
 from beam_curator.dedup.semantic.normalize import l2_normalize
 from beam_curator.dedup.semantic.ranking import as_id_array, order_by_keys, rank_keys
 
@@ -51,13 +52,6 @@ class EarlierMax:
     query_index: np.ndarray
     key_score: np.ndarray | None = None
     key_index: np.ndarray | None = None
-
-
-def resolve_device(device: str | torch.device | None) -> torch.device:
-    """The given device, else CUDA when available, else the CPU."""
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
 
 
 def earlier_max_similarity(

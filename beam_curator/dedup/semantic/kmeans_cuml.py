@@ -1,0 +1,39 @@
+"""The cuML backend of :mod:`beam_curator.dedup.semantic.kmeans`:
+``cuml.cluster.KMeans`` with the parallel k-means|| initialisation on one
+NVIDIA GPU. cupy and cuml are imported on call, so this module loads on hosts
+without them; :func:`beam_curator.dedup.semantic.kmeans.fit_kmeans` only calls
+it once it has found both and a GPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from beam_curator.dedup.semantic.device import resolve_device
+
+
+def fit_cuml(
+    sample: np.ndarray, k: int, max_iter: int, tol: float, seed: int, device: str | torch.device | None
+) -> tuple[np.ndarray, int, float]:
+    """Centroids, number of centroid updates and inertia of a seeded fit to
+    ``sample`` on a CUDA ``device`` (default: the first GPU)."""
+    import cupy
+    from cuml.cluster import KMeans
+
+    target = resolve_device(device if device is not None else "cuda")
+    if target.type != "cuda":
+        raise ValueError(f"backend='cuml' runs on a CUDA device, got device={device!r}")
+    with cupy.cuda.Device(target.index or 0):
+        model = KMeans(
+            n_clusters=k,
+            max_iter=max_iter,
+            tol=tol,
+            random_state=seed,
+            init="scalable-k-means++",
+            n_init=1,
+            output_type="numpy",
+        )
+        model.fit(sample)
+        centroids = np.asarray(model.cluster_centers_, dtype=np.float32)
+    return centroids, int(model.n_iter_), float(model.inertia_)
