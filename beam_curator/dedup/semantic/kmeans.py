@@ -51,8 +51,6 @@ from beam_curator.dedup.semantic.device import resolve_device
 from beam_curator.dedup.semantic.kmeans_cuml import fit_cuml
 from beam_curator.dedup.semantic.kmeans_torch import as_tensor, fit_torch, two_nearest
 
-# tests/test_kmeans.py drives the torch iterations directly through this name.
-
 Backend = Literal["auto", "cuml", "torch"]
 
 _EPS = 1e-12
