@@ -133,6 +133,7 @@ def phase_seconds(meta: dict) -> dict[str, float | None]:
 
 
 def cell(meta: dict, seconds: float | None) -> str:
+    """A phase's seconds, or the embedding estimate where embedding was not run."""
     if seconds is not None:
         return f"{seconds:.1f}"
     return f"≈{meta['embedding_estimate']:.0f} (est.)"
@@ -172,10 +173,9 @@ def main(argv: list[str] | None = None) -> int:
         embedded = corpus_embeddings(sizes[-1], args.embed_max_chars, args.data)
         how = (f"reused, not timed per N ({embedded.note}); the embedding column estimates N / that rate, "
                "and the total leaves it out; an untimed run of the smallest N went first, to warm up Beam")
-    if embedded is not None:
-        # Untimed: the first Beam pipeline of a process pays its start-up, which
-        # would land on the first phase of the smallest N. (In workflow mode the
-        # embedding phase of the smallest N pays it, along with loading the model.)
+        # The first Beam pipeline of a process pays its start-up, which would land
+        # on the k-means phase of the smallest N. (In workflow mode the embedding
+        # phase of the smallest N pays it, as it pays for loading the model.)
         run_once(sizes[0], records, args, embedded)
     results = [run_once(n, records, args, embedded) for n in sizes]
 

@@ -16,7 +16,8 @@ Checks, on fresh random data (seed printed, ``--seed`` to repeat):
   documents whose score lies within ``1e-5`` of a threshold (counted).
 
 Then, timed on ``--rows`` x ``--dims`` vectors (1M x 768): the k-means fit on a
-sample of ``--fit-sample-gib`` plus the assignment of every row, and the
+sample of ``--fit-sample-gib`` (``--fit-iters`` Lloyd iterations, timed apart
+from seeding) plus the assignment of every row, and the
 pairwise kernel on a lognormal mix of cluster sizes and on one giant cluster,
 each beside the card's own float32 matmul rate, TF32 off and on. Prints
 markdown tables; exits 1 if a check fails.
@@ -212,7 +213,9 @@ def matmul_rates(d: int, dev: torch.device, repeats: int) -> dict[str, float]:
     return rates
 
 
-def performance(sizes: Sizes, d: int, dev: torch.device, seed: int, repeats: int, sample_gib: float) -> list[list[str]]:
+def performance(
+    sizes: Sizes, d: int, dev: torch.device, seed: int, repeats: int, sample_gib: float, fit_iters: int
+) -> list[list[str]]:
     rates = matmul_rates(d, dev, repeats)
     peak = rates["fp32, TF32 off"]
     tf32 = rates.get("fp32, TF32 on")
@@ -223,12 +226,17 @@ def performance(sizes: Sizes, d: int, dev: torch.device, seed: int, repeats: int
 
     rows = [row(f"matmul {name}, (4096x{d})@({d}x8192)", None, value) for name, value in rates.items()]
     x = mixture(sizes.rows, d, sizes.k, 0.8, seed + 1, dev)
-    start = time.perf_counter()
-    model = fit_kmeans(x, sizes.k, seed=seed, backend="torch", device=dev, max_sample_bytes=int(sample_gib * 2**30))
-    fit_s = time.perf_counter() - start
-    lloyd = 2 * model.n_fit_rows * sizes.k * d * (model.n_iter + 1) / 1e9
-    rows.append(row(f"k-means fit, {model.n_fit_rows:,} sampled rows, k={sizes.k}", fit_s, lloyd / fit_s,
-                    f"{model.n_iter} iterations, seeding included"))
+    fits = {}
+    for iters in (0, fit_iters):  # the difference is the Lloyd iterations alone
+        start = time.perf_counter()
+        model = fit_kmeans(x, sizes.k, max_iter=iters, tol=0, seed=seed, backend="torch", device=dev,
+                           max_sample_bytes=int(sample_gib * 2**30))
+        fits[iters] = time.perf_counter() - start
+    lloyd_s = max(fits[fit_iters] - fits[0], 1e-9)
+    rows.append(row(f"k-means fit, {model.n_fit_rows:,} sampled rows, k={sizes.k}", fits[fit_iters],
+                    2 * model.n_fit_rows * sizes.k * d * fit_iters / 1e9 / lloyd_s,
+                    f"{fit_iters} Lloyd iterations ({lloyd_s:.3f} s; rate from these) + seeding "
+                    f"and sampling ({fits[0]:.3f} s)"))
     found = synced(lambda: assign(x, model.centroids, device=dev), dev)
     assign_s = interleaved_medians({"assign": found}, repeats)["assign"]
     rows.append(row(f"assign all {sizes.rows:,} rows", assign_s, 2 * sizes.rows * sizes.k * d / 1e9 / assign_s,
@@ -265,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dims", type=int, default=768)
     parser.add_argument("--rows", type=int, help="rows for the timings (default 1,000,000; 20,000 with --small)")
     parser.add_argument("--fit-sample-gib", type=float, default=1.0, help="k-means fit sample budget")
+    parser.add_argument("--fit-iters", type=int, default=20, help="Lloyd iterations of the timed fit (no early stop)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=int.from_bytes(os.urandom(3), "little"))
     parser.add_argument("--skip-timings", action="store_true", help="only the correctness checks")
@@ -292,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         + markdown_table(["check", "measured", "want", "result"], checks.rows, "llll")
     )
     if not args.skip_timings:
-        rows = performance(sizes, args.dims, dev, args.seed, args.repeats, args.fit_sample_gib)
+        rows = performance(sizes, args.dims, dev, args.seed, args.repeats, args.fit_sample_gib, args.fit_iters)
         body += (
             f"\n\nTimings on {dev}, median of {args.repeats} (wall; k-means fit once). GFLOP/s against the "
             "card's float32 matmul rate with TF32 off and on:\n\n"
