@@ -33,6 +33,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "data" / "debian-package-descriptions.jsonl.gz"
 EMBEDDING_CACHE = Path(os.environ.get("BEAM_CURATOR_BENCH_CACHE", "/tmp/beam_curator_bench"))
+_CACHE_STEP = 5000
 
 
 def cpu_model() -> str:
@@ -183,8 +184,9 @@ def corpus_embeddings(n: int, max_chars: int | None = None, path: Path | None = 
     Embedding is by far the slowest step on a CPU, so the vectors are cached
     as ``.npy`` under ``$BEAM_CURATOR_BENCH_CACHE`` (default
     ``/tmp/beam_curator_bench``), with the throughput measured when they were
-    computed beside them. A cached prefix serves any smaller n, and a larger
-    n only embeds the documents after the longest cached prefix.
+    computed beside them. A cached prefix serves any smaller n; a larger n
+    embeds only the documents after the longest cached prefix, saving a new
+    prefix every ``_CACHE_STEP`` documents so an interrupted run loses little.
     """
     source = corpus_path(path)
     EMBEDDING_CACHE.mkdir(parents=True, exist_ok=True)
@@ -199,19 +201,30 @@ def corpus_embeddings(n: int, max_chars: int | None = None, path: Path | None = 
     from beam_curator.models.sentence_transformers import SentenceTransformerEmbedder
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    done = np.load(cached[-1][1]) if cached else np.empty((0, 0), dtype=np.float32)
-    texts = [r["text"] if max_chars is None else r["text"][:max_chars] for r in load_corpus(n, source)[len(done) :]]
+    parts = [np.load(cached[-1][1])] if cached else []
+    had = sum(len(p) for p in parts)
+    texts = [r["text"] if max_chars is None else r["text"][:max_chars] for r in load_corpus(n, source)]
     embedder = SentenceTransformerEmbedder(resolve_model(DEFAULT_MODEL), "cpu")
-    start = time.perf_counter()
-    new = np.concatenate([embedder.embed(texts[i : i + 64]) for i in range(0, len(texts), 64)]).astype(np.float32)
-    rate = len(texts) / (time.perf_counter() - start)
-    vectors = np.concatenate([done, new]) if len(done) else new
-    file = EMBEDDING_CACHE / f"minilm-{tag}-{n}.npy"
+    start, file = time.perf_counter(), None
+    for step in range(had, n, _CACHE_STEP):
+        todo = texts[step : min(step + _CACHE_STEP, n)]
+        parts.append(np.concatenate([embedder.embed(todo[i : i + 64]) for i in range(0, len(todo), 64)]))
+        rate = (step + len(todo) - had) / (time.perf_counter() - start)
+        previous, file = file, _save_prefix(np.concatenate(parts).astype(np.float32), tag, rate, max_chars)
+        if previous is not None:  # superseded by the longer prefix just saved
+            previous.unlink()
+            previous.with_suffix(".json").unlink()
+    note = (f"{n - had} embedded now at {rate:.1f} docs/s (sentence-transformers, batches of 64)"
+            f"{f' after {had} cached' if had else ''}, cached in {file}")
+    return CorpusEmbeddings(np.concatenate(parts).astype(np.float32), note, rate)
+
+
+def _save_prefix(vectors: np.ndarray, tag: str, rate: float, max_chars: int | None) -> Path:
+    file = EMBEDDING_CACHE / f"minilm-{tag}-{len(vectors)}.npy"
     partial = file.with_suffix(f".{os.getpid()}.tmp")
     with partial.open("wb") as out:
         np.save(out, vectors)
-    file.with_suffix(".json").write_text(json.dumps({"docs": n, "docs_per_second": rate, "max_chars": max_chars}))
+    meta = {"docs": len(vectors), "docs_per_second": rate, "max_chars": max_chars}
+    file.with_suffix(".json").write_text(json.dumps(meta))
     partial.replace(file)  # atomic, and after the sidecar: a reader never sees half a cache entry
-    note = (f"{len(texts)} embedded now at {rate:.1f} docs/s (sentence-transformers, batches of 64)"
-            f"{f' after {len(done)} cached' if len(done) else ''}, cached in {file}")
-    return CorpusEmbeddings(vectors, note, rate)
+    return file

@@ -4,6 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import fsspec
+
+
+def parquet_files(url: str) -> list[str]:
+    """The parquet files directly in ``url``, sorted; none if it does not exist.
+
+    Hidden files are left out: a writer killed mid-write can leave a
+    ``.tmp-*`` file behind, which is not data.
+    """
+    fs, path = fsspec.core.url_to_fs(url)
+    if not fs.exists(path):
+        return []
+    return sorted(file for file in fs.glob(f"{path}/*.parquet") if not file.rsplit("/", 1)[-1].startswith("."))
+
 
 @dataclass(frozen=True)
 class CacheLayout:

@@ -15,6 +15,7 @@ from beam_curator.dedup.semantic.ranking import rank_keys
 from beam_curator.stages import ProcessingStage
 from beam_curator.tasks import DocumentBatch, Task
 from beam_curator.workflows.semantic.clustering import embedding_matrix
+from beam_curator.workflows.semantic.layout import parquet_files
 
 
 @dataclass
@@ -26,11 +27,9 @@ class ClusterTask(Task[int]):
 
 
 def read_folder(url: str, columns: list[str] | None = None) -> pa.Table | None:
-    fs, path = fsspec.core.url_to_fs(url)
-    if not fs.exists(path):
-        return None
-    files = sorted(fs.glob(f"{path}/*.parquet"))
-    tables = [pq.read_table(file, columns=columns, filesystem=fs) for file in files]
+    """All parquet fragments of one folder as one table (None when there are none)."""
+    fs, _ = fsspec.core.url_to_fs(url)
+    tables = [pq.read_table(file, columns=columns, filesystem=fs) for file in parquet_files(url)]
     return pa.concat_tables(tables) if tables else None
 
 

@@ -16,6 +16,7 @@ from beam_curator.stages.io import JsonlReader, JsonlWriter, ParquetReader, Parq
 from beam_curator.stages.io.partitioning import expand_paths
 from beam_curator.tasks import DocumentBatch
 from beam_curator.workflows.semantic.ids import FILE_COLUMN, GENERATED_ID, ROW_COLUMN, AssignIdsStage, FileRegistry
+from beam_curator.workflows.semantic.layout import parquet_files
 from beam_curator.workflows.semantic.phases import BeamSettings, PhaseBook, digest, remove_tree
 
 logger = logging.getLogger(__name__)
@@ -33,8 +34,7 @@ class RemoveIdsStage(ProcessingStage):
         self.drop_columns = drop_columns
 
     def setup(self) -> None:
-        fs, path = fsspec.core.url_to_fs(self.ids_url)
-        files = [path] if fs.isfile(path) else sorted(fs.glob(f"{path.rstrip('/')}/*.parquet"))
+        fs, files = _id_files(self.ids_url)
         tables = [pq.read_table(file, columns=[self.duplicate_id_field], filesystem=fs) for file in files]
         self.remove = pa.concat_tables(tables).column(0).combine_chunks() if tables else pa.array([])
 
@@ -153,7 +153,12 @@ class TextDuplicatesRemovalWorkflow:
         }
 
 
-def _content_digest(url: str) -> str:
+def _id_files(url: str) -> tuple[fsspec.AbstractFileSystem, list[str]]:
+    """A parquet file of ids, or the parquet files of a folder."""
     fs, path = fsspec.core.url_to_fs(url)
-    files = [path] if fs.isfile(path) else sorted(fs.glob(f"{path.rstrip('/')}/*.parquet"))
+    return fs, [path] if fs.isfile(path) else parquet_files(url)
+
+
+def _content_digest(url: str) -> str:
+    fs, files = _id_files(url)
     return digest([(file, fs.size(file), fs.checksum(file)) for file in files])

@@ -17,7 +17,8 @@ from beam_curator.workflows.semantic.removal import (
     id_reading_stages,
     input_listing,
 )
-from beam_curator.workflows.semantic.workflow import SemanticDeduplicationWorkflow, WorkflowResult, _listing
+from beam_curator.workflows.semantic.layout import parquet_files
+from beam_curator.workflows.semantic.workflow import SemanticDeduplicationWorkflow, WorkflowResult
 
 logger = logging.getLogger(__name__)
 
@@ -148,7 +149,7 @@ class TextSemanticDeduplicationWorkflow:
             EmbeddingStage(handler, self.text_field),
             ParquetWriter(f"{self.cache_path}/embeddings", fields=[id_column, "embedding"]),
         ], f"{self.cache_path}/checkpoints/embedding")
-        if not _listing(f"{self.cache_path}/embeddings"):  # every input file was empty
+        if not parquet_files(f"{self.cache_path}/embeddings"):  # every input file was empty
             raise CuratorInputError(
                 f"input {self.input_path!r} holds no records to deduplicate; check input_path and input_filetype"
             )

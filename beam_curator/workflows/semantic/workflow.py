@@ -25,7 +25,7 @@ from beam_curator.workflows.semantic.clustering import (
     fit_centroids,
 )
 from beam_curator.workflows.semantic.identification import identify, write_analysis
-from beam_curator.workflows.semantic.layout import CacheLayout
+from beam_curator.workflows.semantic.layout import CacheLayout, parquet_files
 from beam_curator.workflows.semantic.pairwise_phase import ClusterPairwiseStage, ListClustersStage, PairwiseSettings
 from beam_curator.workflows.semantic.recall_phase import RECALL_EPS, measure_recall
 from beam_curator.workflows.semantic.phases import BeamSettings, PhaseBook, digest, remove_tree
@@ -39,10 +39,6 @@ class WorkflowResult:
 
     metadata: dict[str, Any] = field(default_factory=dict)
 
-
-def _listing(url: str) -> list[str]:
-    fs, path = fsspec.core.url_to_fs(url)
-    return sorted(fs.glob(f"{path}/*.parquet")) if fs.exists(path) else []
 
 
 class SemanticDeduplicationWorkflow:
@@ -105,7 +101,7 @@ class SemanticDeduplicationWorkflow:
         return WorkflowResult(metadata)
 
     def run_phases(self) -> dict[str, Any]:
-        files = _listing(self.input_path)
+        files = parquet_files(self.input_path)
         if not files:
             raise FileNotFoundError(f"no embedding parquet files in {self.input_path}; run the embedding phase first")
         with self.book.timed("kmeans"):
