@@ -74,7 +74,8 @@ def _semdedup(args: argparse.Namespace, beam_args: list[str]) -> int:
         model_identifier=args.model_identifier, embedding_backend=args.embedding_backend,
         embedding_pretokenize=args.embedding_pretokenize,
         embedding_vllm_init_kwargs=json.loads(args.embedding_vllm_init_kwargs) if args.embedding_vllm_init_kwargs else None,
-        embedding_max_chars=args.embedding_max_chars, embedding_batch_size=args.embedding_batch_size,
+        embedding_max_chars=args.embedding_max_chars, embedding_max_tokens=args.embedding_max_tokens,
+        embedding_batch_size=args.embedding_batch_size, kmeans_max_sample_bytes=args.kmeans_max_sample_bytes,
         model_cache_dir=args.model_cache_dir, files_per_partition=args.files_per_partition,
         n_clusters=args.n_clusters, kmeans_max_iter=args.kmeans_max_iter, kmeans_tol=args.kmeans_tol,
         eps=args.eps, which_to_keep=args.which_to_keep, distance_metric=args.distance_metric,
@@ -113,12 +114,15 @@ def build_parser() -> argparse.ArgumentParser:
     sem.add_argument("--embedding-pretokenize", action="store_true")
     sem.add_argument("--embedding-vllm-init-kwargs", help="JSON object passed to vllm.LLM")
     sem.add_argument("--embedding-max-chars", type=int)
+    sem.add_argument("--embedding-max-tokens", type=int, help="vLLM: tokens kept per text (default: the model's length)")
     sem.add_argument("--embedding-batch-size", type=int)
     sem.add_argument("--model-cache-dir")
     sem.add_argument("--files-per-partition", type=int, default=1)
     sem.add_argument("--n-clusters", type=int, default=100)
     sem.add_argument("--kmeans-max-iter", type=int, default=300)
     sem.add_argument("--kmeans-tol", type=float, default=1e-4)
+    sem.add_argument("--kmeans-max-sample-bytes", type=int, default=2 << 30,
+                     help="k-means is fitted on a sample of at most this many bytes of vectors")
     sem.add_argument("--eps", type=float, help="duplicate when similarity >= 1 - eps; unset: write the analysis only")
     sem.add_argument("--which-to-keep", default="hard", choices=["hard", "easy", "random"])
     sem.add_argument("--distance-metric", default="cosine", choices=["cosine", "l2"])
