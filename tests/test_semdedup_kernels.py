@@ -164,23 +164,20 @@ def test_kernel_finds_the_same_duplicates_as_float64_brute_force(seed, n, dim, b
         )
 
 
-def test_column_chunking_of_a_large_block_matches_brute_force(monkeypatch):
-    # A tiny block budget forces many column chunks per row block, the path a giant cluster takes.
-    monkeypatch.setattr(pairwise, "_BLOCK_ELEMENTS", 64)
-    vectors, _ = clustered_dataset(3, 200, 8)
+@pytest.mark.parametrize(
+    "setting, value, clusters, batch_size",
+    [
+        # A tiny block budget forces many column chunks per row block, the path a giant cluster takes.
+        ("_BLOCK_ELEMENTS", 64, 3, 8),
+        # Row blocks that meet the diagonal go in tiles; a tiny tile exercises that path at test sizes.
+        ("_CPU_DIAGONAL_TILE", 3, 5, 32),
+    ],
+)
+def test_blocking_paths_match_brute_force(monkeypatch, setting, value, clusters, batch_size):
+    monkeypatch.setattr(pairwise, setting, value)
+    vectors, _ = clustered_dataset(clusters, 200, 8)
     unit = l2_normalize(vectors, range(200))
-    scores, index = max_similarity_to_earlier(unit, batch_size=8, device="cpu")
-    reference = brute_force_scores(np.arange(200), unit, np.arange(200))
-    assert np.allclose(scores, reference["cosine_sim_score"], atol=1e-5)
-    assert (index == reference["max_id"].to_numpy()).mean() > 0.95  # float32 vs float64 near-ties may differ
-
-
-def test_diagonal_tiles_smaller_than_the_batch_match_brute_force(monkeypatch):
-    # Row blocks that meet the diagonal go in tiles; a tiny tile exercises that path at test sizes.
-    monkeypatch.setattr(pairwise, "_CPU_DIAGONAL_TILE", 3)
-    vectors, _ = clustered_dataset(5, 200, 8)
-    unit = l2_normalize(vectors, range(200))
-    scores, index = max_similarity_to_earlier(unit, batch_size=32, device="cpu")
+    scores, index = max_similarity_to_earlier(unit, batch_size=batch_size, device="cpu")
     reference = brute_force_scores(np.arange(200), unit, np.arange(200))
     assert np.allclose(scores, reference["cosine_sim_score"], atol=1e-5)
     assert (index == reference["max_id"].to_numpy()).mean() > 0.95  # float32 vs float64 near-ties may differ
