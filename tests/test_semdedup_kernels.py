@@ -165,16 +165,19 @@ def test_kernel_finds_the_same_duplicates_as_float64_brute_force(seed, n, dim, b
 
 
 @pytest.mark.parametrize(
-    "setting, value, clusters, batch_size",
+    "settings, clusters, batch_size",
     [
         # A tiny block budget forces many column chunks per row block, the path a giant cluster takes.
-        ("_BLOCK_ELEMENTS", 64, 3, 8),
+        ({"_BLOCK_ELEMENTS": 64}, 3, 8),
         # Row blocks that meet the diagonal go in tiles; a tiny tile exercises that path at test sizes.
-        ("_CPU_DIAGONAL_TILE", 3, 5, 32),
+        ({"_CPU_DIAGONAL_TILE": 3}, 5, 32),
+        # Without syrk (as on a GPU) a one-block cluster goes through the same scan.
+        ({"_SYRK_DEVICES": ()}, 7, 256),
     ],
 )
-def test_blocking_paths_match_brute_force(monkeypatch, setting, value, clusters, batch_size):
-    monkeypatch.setattr(pairwise, setting, value)
+def test_blocking_paths_match_brute_force(monkeypatch, settings, clusters, batch_size):
+    for name, value in settings.items():
+        monkeypatch.setattr(pairwise, name, value)
     vectors, _ = clustered_dataset(clusters, 200, 8)
     unit = l2_normalize(vectors, range(200))
     scores, index = max_similarity_to_earlier(unit, batch_size=batch_size, device="cpu")
@@ -196,6 +199,16 @@ def test_l2_normalize_returns_unit_float32_rows():
     unit = l2_normalize(np.array([[3.0, 4.0], [0.0, -2.0]]), [1, 2])
     assert unit.dtype == np.float32
     assert unit.tolist() == [[0.6000000238418579, 0.800000011920929], [0.0, -1.0]]
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-30, 1e25])
+def test_l2_normalize_float32_rows_of_any_scale(scale):
+    # Squares of 1e-30 underflow and of 1e25 overflow in float32: such rows must
+    # still be normalised exactly, not rejected.
+    rows = (np.array([[3.0, 4.0], [1.0, -1.0]]) * scale).astype(np.float32)
+    unit = l2_normalize(rows, [1, 2])
+    assert unit.dtype == np.float32
+    assert np.allclose(unit, [[0.6, 0.8], [2**-0.5, -(2**-0.5)]], rtol=1e-6)
 
 
 def test_bad_ranking_inputs_are_explained():
