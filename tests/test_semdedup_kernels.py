@@ -3,6 +3,8 @@ max-similarity pass, and its agreement with the float64 brute-force reference.""
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
@@ -146,11 +148,14 @@ def clustered_dataset(seed: int, n: int, dim: int) -> tuple[np.ndarray, np.ndarr
     batch_size=st.integers(1, 70),
     which=st.sampled_from(["hard", "easy", "random"]),
     metric=st.sampled_from(["cosine", "l2"]),
+    syrk=st.booleans(),
 )
-def test_kernel_finds_the_same_duplicates_as_float64_brute_force(seed, n, dim, batch_size, which, metric):
+def test_kernel_finds_the_same_duplicates_as_float64_brute_force(seed, n, dim, batch_size, which, metric, syrk):
     vectors, ids = clustered_dataset(seed, n, dim)
     dist = np.round(np.random.default_rng(seed).random(n), 1)  # rounded: many ties
-    frame = semdedup_cluster(ids, vectors, dist, dist, which, metric, batch_size, seed, device="cpu")
+    # On a CPU clusters this small are one syrk; without it they take the blocked scan a GPU takes.
+    with mock.patch.object(pairwise, "_SYRK_DEVICES", pairwise._SYRK_DEVICES if syrk else ()):
+        frame = semdedup_cluster(ids, vectors, dist, dist, which, metric, batch_size, seed, device="cpu")
     reference = brute_force_scores(ids, vectors, order_documents(ids, dist, dist, which, metric, seed))
     assert frame["id"].tolist() == reference["id"].tolist()
     assert np.allclose(frame["cosine_sim_score"], reference["cosine_sim_score"], atol=1e-5)
@@ -170,8 +175,8 @@ def test_kernel_finds_the_same_duplicates_as_float64_brute_force(seed, n, dim, b
         # A tiny block budget forces many column chunks per row block, the path a giant cluster takes.
         ({"_BLOCK_ELEMENTS": 64}, 3, 8),
         # Row blocks that meet the diagonal go in tiles; a tiny tile exercises that path at test sizes.
-        ({"_CPU_DIAGONAL_TILE": 3}, 5, 32),
-        # Without syrk (as on a GPU) a one-block cluster goes through the same scan.
+        ({"_CPU_DIAGONAL_TILE": 3, "_BLOCK_ELEMENTS": 64}, 5, 32),
+        # Without syrk (as on a GPU) a one-block cluster goes through the scan.
         ({"_SYRK_DEVICES": ()}, 7, 256),
     ],
 )

@@ -11,8 +11,9 @@ The similarity matrix is never held whole: rows go through in blocks of
 O(batch_size x chunk) memory. Blocks are plain float32 matmuls into one reused
 buffer, followed by a max; only the squares on the diagonal need masking, and
 they go by tiles of rows so that little of the unused triangle is computed.
-On a CPU a cluster that fits in one block (most of them) is one BLAS
-``syrk``, which computes one triangle for half the products of a matmul.
+On a CPU a cluster whose whole square fits the same memory budget (all but
+giant ones) is one BLAS ``syrk``, which computes one triangle for half the
+products of a matmul.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ _BLOCK_ELEMENTS = 1 << 25
 # kernel launch, worth far more than the waste of squares up to ~2048 rows.
 _CPU_DIAGONAL_TILE = 128
 _GPU_DIAGONAL_TILE = 2048
-# Devices where a one-block cluster goes to scipy's BLAS syrk (torch has none).
+# Devices where a cluster whose square fits the block budget goes to scipy's
+# BLAS syrk (torch has none).
 # Only there: alternating between torch's and BLAS's thread pools within a scan
 # makes each pool's idle threads spin against the other's (2x slower measured
 # with 2 threads), so a multi-block scan stays in torch.
@@ -83,8 +85,7 @@ def earlier_max_similarity(
     match: chunks are visited in rank order and only a strictly larger value
     replaces the best so far.
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    _check_batch_size(batch_size)
     scan = _Scan(queries, keys, query_rank, key_rank, batch_size, resolve_device(device), symmetric)
     for start in range(0, len(scan.q_rank), batch_size):
         scan.row_block(start, min(start + batch_size, len(scan.q_rank)))
@@ -171,9 +172,11 @@ def max_similarity_to_earlier(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The SemDeDup kernel for one cluster already in rank order: float32 scores
     and the position of each row's best earlier row; row 0 gets (0, 0)."""
+    _check_batch_size(batch_size)
     ranks = np.arange(len(ranked_embeddings), dtype=np.int64)
-    if 0 < len(ranks) <= batch_size and resolve_device(device).type in _SYRK_DEVICES:
-        # One block, one syrk: skipping the scan's set-up matters for the many small clusters.
+    fits = len(ranks) ** 2 <= max(_BLOCK_ELEMENTS, batch_size**2)
+    if len(ranks) and fits and resolve_device(device).type in _SYRK_DEVICES:
+        # One square, one syrk, no scan to set up: that matters for the many small clusters.
         with _blas_threads_like_torch():
             score, index = _earlier_max_by_syrk(np.ascontiguousarray(ranked_embeddings, dtype=np.float32))
     else:
@@ -229,6 +232,11 @@ def identify_duplicates(scores: np.ndarray | pd.Series, eps: float) -> np.ndarra
     if not 0.0 <= eps < 1.0:
         raise ValueError(f"eps must be in [0, 1), got {eps}")
     return np.asarray(scores) >= 1.0 - eps
+
+
+def _check_batch_size(batch_size: int) -> None:
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
 
 
 @cache
