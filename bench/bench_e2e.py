@@ -16,8 +16,8 @@ Embedding modes (``--embeddings``):
   embedding parquet; ``SemanticDeduplicationWorkflow`` and
   ``TextDuplicatesRemovalWorkflow`` then run every phase after embedding, and
   the embedding column is N / the cached throughput, marked as an estimate.
-  On a 2-core CPU embedding runs at 10-30 docs/s, so timing it inside every
-  run would take most of the benchmark's time (hours at N = 50k).
+  On a 2-core CPU embedding runs at ~60 docs/s, so timing it inside every
+  run would take most of the benchmark's time (15 minutes at N = 50k).
 * ``workflow``: ``TextSemanticDeduplicationWorkflow`` with
   sentence-transformers does everything, embedding included and timed.
 

@@ -84,8 +84,11 @@ def test_sentence_transformers_handler_matches_encode(st_model, tmp_path):
     assert similarity.max(axis=1).min() > 0.9999
 
 
-def test_keyed_input_keeps_keys(st_model, tmp_path):
-    handler = KeyedModelHandler(SentenceTransformerEmbeddingHandler(device="cpu"))
+# Within a RunInference batch texts are sorted by length and encoded in slices
+# of encode_batch_size: each vector must still come back to its own text.
+@pytest.mark.parametrize("encode_batch_size", [None, 1, 4])
+def test_keyed_input_keeps_keys(st_model, tmp_path, encode_batch_size):
+    handler = KeyedModelHandler(SentenceTransformerEmbeddingHandler(device="cpu", encode_batch_size=encode_batch_size))
     keyed = [(f"doc-{i}", text) for i, text in enumerate(SENTENCES)]
     outputs = dict(run_inference(handler, keyed, tmp_path))
 
@@ -114,6 +117,11 @@ def test_max_chars_embeds_only_the_prefix(st_model, tmp_path):
     prefix_vec, full_vec = reference(st_model, [head, text])
     np.testing.assert_allclose(normalise(vector), prefix_vec, atol=1e-5)
     assert float(normalise(vector) @ full_vec) < 0.95
+
+
+def test_bad_encode_batch_size_is_refused():
+    with pytest.raises(ValueError, match="encode_batch_size must be at least 1"):
+        SentenceTransformerEmbeddingHandler(device="cpu", encode_batch_size=0)
 
 
 def test_non_string_element_names_it(tmp_path):

@@ -44,10 +44,10 @@ def choose_backend() -> Literal["vllm", "sentence-transformers"]:
 
     vLLM when it is installed and a CUDA GPU is visible: there it batches and
     schedules far better than sentence-transformers. Otherwise
-    sentence-transformers, which starts in seconds: vLLM on CPU spends about
-    50 s starting (engine process, torch.compile, warm-up) before the first
-    vector, more than small and medium jobs gain from its faster embedding
-    afterwards. Ask for ``backend="vllm"`` explicitly for long CPU runs.
+    sentence-transformers, which starts in seconds and on a CPU is also the
+    faster engine: 66 vs 12 docs/s for all-MiniLM-L6-v2 on the 2-core
+    machine of BENCHMARKS.md, where vLLM's CPU build also spends about 50 s
+    starting (engine process, warm-up) before the first vector.
     """
     if importlib.util.find_spec("vllm") is not None:
         import torch

@@ -13,19 +13,33 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 
-class SentenceTransformerEmbedder:
-    """A loaded ``SentenceTransformer`` that embeds exactly the batch it is given."""
+# Texts per forward pass when none is given: on a CPU padding costs FLOPs, so
+# short slices of length-sorted texts win (2.4x over one 64-text pass on the
+# Debian corpus, 8 vs 64); a GPU wants wider passes.
+_CPU_ENCODE_BATCH = 8
+_GPU_ENCODE_BATCH = 64
 
-    def __init__(self, model_dir: str, device: str) -> None:
+
+class SentenceTransformerEmbedder:
+    """A loaded ``SentenceTransformer`` that embeds the batch it is given.
+
+    RunInference chose the batch; within it sentence-transformers sorts the
+    texts by length and runs forward passes of ``encode_batch_size`` texts,
+    each padded only to its own longest text.
+    """
+
+    def __init__(self, model_dir: str, device: str, encode_batch_size: int | None = None) -> None:
         from sentence_transformers import SentenceTransformer
 
         self._model = SentenceTransformer(model_dir, device=device, local_files_only=True)
+        if encode_batch_size is None:
+            encode_batch_size = _CPU_ENCODE_BATCH if self._model.device.type == "cpu" else _GPU_ENCODE_BATCH
+        self._encode_batch_size = encode_batch_size
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        # batch_size=len(texts): RunInference already chose the batch.
         return self._model.encode(
             texts,
-            batch_size=max(len(texts), 1),
+            batch_size=self._encode_batch_size,
             convert_to_numpy=True,
             normalize_embeddings=False,
             show_progress_bar=False,
@@ -40,6 +54,9 @@ class SentenceTransformerEmbeddingHandler(EmbeddingModelHandler[SentenceTransfor
             :func:`~beam_curator.models.resolve.resolve_model`).
         device: torch device; ``None`` picks ``cuda`` when a GPU is visible,
             else ``cpu``.
+        encode_batch_size: texts per forward pass within one RunInference
+            batch (sorted by length first, so each pass pads little);
+            ``None``: 8 on a CPU, 64 on a GPU.
         options: the shared :class:`~beam_curator.models.base.EmbeddingOptions`.
     """
 
@@ -48,10 +65,14 @@ class SentenceTransformerEmbeddingHandler(EmbeddingModelHandler[SentenceTransfor
         model_identifier: str = DEFAULT_MODEL,
         *,
         device: str | None = None,
+        encode_batch_size: int | None = None,
         **options: Unpack[EmbeddingOptions],
     ) -> None:
         super().__init__(model_identifier, **options)
+        if encode_batch_size is not None and encode_batch_size < 1:
+            raise ValueError(f"encode_batch_size must be at least 1, got {encode_batch_size}")
         self._device = device
+        self._encode_batch_size = encode_batch_size
 
     def load_model(self) -> SentenceTransformerEmbedder:
         device = self._device
@@ -59,4 +80,4 @@ class SentenceTransformerEmbeddingHandler(EmbeddingModelHandler[SentenceTransfor
             import torch
 
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        return SentenceTransformerEmbedder(self.model_path(), device)
+        return SentenceTransformerEmbedder(self.model_path(), device, self._encode_batch_size)

@@ -18,19 +18,21 @@ products of a matmul.
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from functools import cache
-from typing import ContextManager, Sequence
+from typing import TYPE_CHECKING, ContextManager, Sequence
 
 import numpy as np
 import pandas as pd
 import torch
-from scipy.linalg import blas
-from threadpoolctl import ThreadpoolController
 
 from beam_curator.dedup.semantic.device import resolve_device
 from beam_curator.dedup.semantic.normalize import l2_normalize
 from beam_curator.dedup.semantic.ranking import as_id_array, order_by_keys, rank_keys
+
+if TYPE_CHECKING:
+    from threadpoolctl import ThreadpoolController
 
 ID, MAX_ID, SCORE, MAX_RANK_KEY = "id", "max_id", "cosine_sim_score", "max_rank_key"
 """Score rows: NeMo Curator's three columns, plus the rank key of ``max_id`` so that
@@ -47,11 +49,12 @@ _BLOCK_ELEMENTS = 1 << 25
 _CPU_DIAGONAL_TILE = 128
 _GPU_DIAGONAL_TILE = 2048
 # Devices where a cluster whose square fits the block budget goes to scipy's
-# BLAS syrk (torch has none).
-# Only there: alternating between torch's and BLAS's thread pools within a scan
-# makes each pool's idle threads spin against the other's (2x slower measured
-# with 2 threads), so a multi-block scan stays in torch.
-_SYRK_DEVICES = ("cpu",)
+# BLAS syrk (torch has none), if scipy is there: the GPU check runs where only
+# torch may be. Only small enough clusters: alternating between torch's and
+# BLAS's thread pools within a scan makes each pool's idle threads spin
+# against the other's (2x slower measured with 2 threads), so a multi-block
+# scan stays in torch.
+_SYRK_DEVICES = ("cpu",) if all(importlib.util.find_spec(m) for m in ("scipy", "threadpoolctl")) else ()
 
 
 @dataclass
@@ -241,6 +244,9 @@ def _check_batch_size(batch_size: int) -> None:
 
 @cache
 def _blas_threads() -> ThreadpoolController:
+    from scipy.linalg import blas  # noqa: F401  (loaded first, so that the controller sees its BLAS)
+    from threadpoolctl import ThreadpoolController
+
     return ThreadpoolController()
 
 
@@ -270,6 +276,8 @@ def _earlier_max_by_syrk(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     matmul. The untouched triangle and the diagonal stay -inf, so a plain
     argmax (the first of equal values) skips them.
     """
+    from scipy.linalg import blas
+
     n = len(rows)
     square = np.full((n, n), -np.inf, dtype=np.float32, order="F")
     blas.ssyrk(1.0, rows.T, beta=0.0, c=square, trans=1, lower=0, overwrite_c=1)
