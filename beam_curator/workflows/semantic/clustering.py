@@ -1,5 +1,6 @@
-"""The k-means phase: fit on a memory-bounded sample in the driver, assign
-every document in parallel, and write each cluster's members to its own folder.
+"""The k-means phase: draw a memory-bounded sample in parallel, fit on it in
+the driver, assign every document in parallel, and write each cluster's
+members to its own folder.
 
 The fit is reused while the embeddings and the k-means settings stay the
 same (a fingerprint of both is stored beside the centroids).
@@ -84,24 +85,46 @@ def _checked_rows(path: str, columns: list[str]) -> int:
     return parquet.metadata.num_rows
 
 
-def fit_centroids(files: list[str], id_column: str, embedding_column: str, settings: KMeansSettings) -> np.ndarray:
-    """Fit on at most ``max_sample_bytes`` of vectors, drawn evenly from every file."""
+def sample_fraction(files: list[str], id_column: str, embedding_column: str, max_sample_bytes: int) -> float:
+    """The share of documents whose float32 vectors fill ``max_sample_bytes``
+    (at most 1). Reads the files' footers and one file's vectors, not the data."""
     total_rows = sum(_checked_rows(path, [id_column, embedding_column]) for path in files)
-    check_unique_ids(files, id_column)
     if total_rows == 0:
         raise ValueError("no documents were embedded; check input_path and the text field")
     first = pq.read_table(files[0], columns=[embedding_column])
     dims = len(first.column(0)[0]) if first.num_rows else 1
-    keep = min(1.0, settings.max_sample_bytes / (total_rows * dims * 4))
-    rng = np.random.default_rng(settings.seed)
-    parts = []
-    for path in files:
-        ids, vectors = embedding_matrix(pq.read_table(path, columns=[id_column, embedding_column]), id_column, embedding_column)
-        if keep < 1.0:
-            vectors = vectors[rng.random(len(vectors)) < keep]
-        parts.append(vectors)
+    return min(1.0, max_sample_bytes / (total_rows * dims * 4))
+
+
+class SampleRowsStage(ProcessingStage):
+    """Keeps each document with probability ``keep``, so that the driver reads
+    only the sample, never the whole collection. The draw depends only on the
+    seed and the task id: a rerun after an interruption draws the same rows."""
+
+    name = "kmeans_sample"
+
+    def __init__(self, keep: float, seed: int) -> None:
+        self.keep = keep
+        self.seed = seed
+
+    def process(self, task: DocumentBatch) -> DocumentBatch:
+        table = task.to_pyarrow()
+        if self.keep < 1.0:
+            entropy = int.from_bytes(hashlib.sha256(f"{self.seed}|{task.task_id}".encode()).digest()[:8], "little")
+            table = table.filter(pa.array(np.random.default_rng(entropy).random(table.num_rows) < self.keep))
+        result = DocumentBatch(dataset_name=task.dataset_name, data=table)
+        result._metadata = dict(task._metadata)
+        return result
+
+
+def fit_centroids(sample_files: list[str], id_column: str, embedding_column: str, settings: KMeansSettings) -> np.ndarray:
+    """Fit on the sample that :class:`SampleRowsStage` wrote."""
+    parts = [
+        embedding_matrix(pq.read_table(path, columns=[id_column, embedding_column]), id_column, embedding_column)[1]
+        for path in sample_files
+    ]
     sample = np.concatenate([p for p in parts if len(p)])
-    logger.info("k-means: fitting %d clusters on %d of %d documents", settings.n_clusters, len(sample), total_rows)
+    logger.info("k-means: fitting %d clusters on a sample of %d documents", settings.n_clusters, len(sample))
     model = fit_kmeans(
         sample, settings.n_clusters, max_iter=settings.max_iter, tol=settings.tol, seed=settings.seed,
         backend=settings.backend,

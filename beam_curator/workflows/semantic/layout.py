@@ -36,6 +36,11 @@ class CacheLayout:
         return self._cache("semantic_dedup", "kmeans_results")
 
     @property
+    def kmeans_sample(self) -> str:
+        """The documents the centroids are fitted on (see ``clustering.SampleRowsStage``)."""
+        return self._cache("semantic_dedup", "kmeans_sample")
+
+    @property
     def centroids(self) -> str:
         return f"{self.kmeans_results}/kmeans_centroids.npy"
 

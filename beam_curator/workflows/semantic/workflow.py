@@ -21,8 +21,11 @@ from beam_curator.workflows.semantic.clustering import (
     AssignClustersStage,
     ClusterFragmentWriter,
     KMeansSettings,
+    SampleRowsStage,
+    check_unique_ids,
     fingerprint,
     fit_centroids,
+    sample_fraction,
 )
 from beam_curator.workflows.semantic.identification import identify, write_analysis
 from beam_curator.workflows.semantic.layout import CacheLayout, parquet_files
@@ -132,12 +135,8 @@ class SemanticDeduplicationWorkflow:
         if self.book.is_done("kmeans", key):
             logger.info("k-means: embeddings and settings unchanged, reusing %s", self.layout.kmeans_results)
             return key
-        if not self.book.is_done("kmeans-fit", key):  # new embeddings or settings: start over
-            for stale in (self.layout.kmeans_results, self.layout.checkpoint("assign")):
-                remove_tree(stale)
-            centroids = fit_centroids(files, self.id_field, self.embedding_field, self.kmeans)
-            write_atomically(self.layout.centroids, lambda handle: np.save(handle, centroids))
-            self.book.mark_done("kmeans-fit", key, settings=asdict(self.kmeans))
+        if not self.book.is_done("kmeans-fit", key):
+            self._fit(files, key)
         visitors = self.layout.visitors if self.pairwise.cross_cluster else None
         distance = "cosine_dist_to_cent" if self.pairwise.distance_metric == "cosine" else "l2_dist_to_cent"
         self.book.run_stages("assign-clusters", [
@@ -147,6 +146,25 @@ class SemanticDeduplicationWorkflow:
         ], self.layout.checkpoint("assign"))
         self.book.mark_done("kmeans", key)
         return key
+
+    def _fit(self, files: list[str], key: str) -> None:
+        """Sample in parallel (resumable), then fit in the driver on the sample alone."""
+        columns = [self.id_field, self.embedding_field]
+        keep = sample_fraction(files, *columns, self.kmeans.max_sample_bytes)
+        if not self.book.is_done("kmeans-started", key):  # new embeddings or settings: start over
+            stale = [self.layout.kmeans_results, self.layout.kmeans_sample]
+            for folder in stale + [self.layout.checkpoint(p) for p in ("kmeans-sample", "assign")]:
+                remove_tree(folder)
+            check_unique_ids(files, self.id_field)
+            self.book.mark_done("kmeans-started", key)
+        self.book.run_stages("kmeans-sample", [
+            ParquetReader(files, files_per_partition=1, fields=columns),
+            SampleRowsStage(keep, self.kmeans.seed),
+            ParquetWriter(self.layout.kmeans_sample),
+        ], self.layout.checkpoint("kmeans-sample"))
+        centroids = fit_centroids(parquet_files(self.layout.kmeans_sample), *columns, self.kmeans)
+        write_atomically(self.layout.centroids, lambda handle: np.save(handle, centroids))
+        self.book.mark_done("kmeans-fit", key, settings=asdict(self.kmeans))
 
     def _pairwise(self, cluster_key: str) -> str:
         key = digest([cluster_key, asdict(self.pairwise)])
