@@ -49,11 +49,23 @@ def test_sample_is_a_budget_sized_draw_from_every_file(embeddings, tmp_path):
     assert np.array_equal(np.stack(sample["embedding"]), np.stack(drawn))
 
 
-def test_draw_depends_on_the_seed_alone(embeddings, tmp_path):
-    folder, _ = embeddings
+def test_draw_depends_on_the_seed_and_the_documents_alone(embeddings, tmp_path):
+    folder, data = embeddings
     first = set(run(folder, tmp_path / "a")["id"])
     assert set(run(folder, tmp_path / "b")["id"]) == first
-    assert set(run(folder, tmp_path / "c", seed=7)["id"]) != first
+    # The same documents in other files (other names, other partitions): the same sample.
+    regrouped = write_embeddings(tmp_path / "regrouped", list(data["id"]), np.stack(data["embedding"]), files=3)
+    assert set(run(regrouped, tmp_path / "c")["id"]) == first
+    assert set(run(folder, tmp_path / "d", seed=7)["id"]) != first
+
+
+def test_a_sample_smaller_than_k_says_what_to_change(embeddings, tmp_path):
+    folder, _ = embeddings
+    with pytest.raises(ValueError, match="fewer than n_clusters=5.*raise kmeans_max_sample_bytes"):
+        SemanticDeduplicationWorkflow(
+            str(folder), str(tmp_path / "output"), str(tmp_path / "cache"), n_clusters=5, eps=0.01,
+            kmeans_max_sample_bytes=DIMS * 4, runner="local",
+        ).run()
 
 
 def test_a_finished_sample_is_not_drawn_again(embeddings, tmp_path):

@@ -128,6 +128,12 @@ def order_documents(
     return order_by_keys(ids, keys, which_to_keep)
 
 
+def uniform_by_id(ids: Sequence, seed: int) -> np.ndarray:
+    """A seeded number in [0, 1) for each id that depends on the id alone, so
+    a draw made with it does not depend on files, partitions or order."""
+    return _hash_keys(as_id_array(ids), seed) / float(1 << 53)
+
+
 def _hash_keys(ids: np.ndarray, seed: int) -> np.ndarray:
     """A seeded hash of each id alone, so a document's place never depends on its company."""
     if ids.dtype.kind == "i":

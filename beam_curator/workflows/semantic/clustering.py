@@ -1,6 +1,6 @@
 """The k-means phase: draw a memory-bounded sample in parallel, fit on it in
-the driver, assign every document in parallel, and write each cluster's
-members to its own folder.
+the driver, and assign every document in parallel (``grouping`` then puts
+each cluster's members in a folder of its own).
 
 The fit is reused while the embeddings and the k-means settings stay the
 same (a fingerprint of both is stored beside the centroids).
@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from beam_curator.dedup.semantic.kmeans import assign, fit_kmeans
 from beam_curator.dedup.semantic.normalize import l2_normalize
+from beam_curator.dedup.semantic.ranking import uniform_by_id
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.writer import write_atomically
@@ -85,45 +86,62 @@ def _checked_rows(path: str, columns: list[str]) -> int:
     return parquet.metadata.num_rows
 
 
-def sample_fraction(files: list[str], id_column: str, embedding_column: str, max_sample_bytes: int) -> float:
-    """The share of documents whose float32 vectors fill ``max_sample_bytes``
-    (at most 1). Reads the files' footers and one file's vectors, not the data."""
-    total_rows = sum(_checked_rows(path, [id_column, embedding_column]) for path in files)
+def count_rows(files: list[str], id_column: str, embedding_column: str) -> int:
+    """Documents in the embeddings files, from their footers; checks that each
+    file holds the columns the workflow reads."""
+    return sum(_checked_rows(path, [id_column, embedding_column]) for path in files)
+
+
+def sample_fraction(files: list[str], total_rows: int, embedding_column: str, settings: KMeansSettings) -> float:
+    """The share of the ``total_rows`` documents whose float32 vectors fill
+    ``max_sample_bytes`` (at most 1). Reads one file's vectors, not the data."""
     if total_rows == 0:
         raise ValueError("no documents were embedded; check input_path and the text field")
+    if settings.n_clusters > total_rows:
+        raise ValueError(
+            f"n_clusters={settings.n_clusters} is more than the {total_rows} embeddings to cluster; "
+            f"pass n_clusters <= {total_rows} (or cluster more embeddings)"
+        )
     first = pq.read_table(files[0], columns=[embedding_column])
     dims = len(first.column(0)[0]) if first.num_rows else 1
-    return min(1.0, max_sample_bytes / (total_rows * dims * 4))
+    return min(1.0, settings.max_sample_bytes / (total_rows * dims * 4))
 
 
 class SampleRowsStage(ProcessingStage):
     """Keeps each document with probability ``keep``, so that the driver reads
-    only the sample, never the whole collection. The draw depends only on the
-    seed and the task id: a rerun after an interruption draws the same rows."""
+    only the sample, never the whole collection. Whether a document is drawn
+    depends on the seed and its id alone: a rerun after an interruption, or a
+    run over the same documents in other files, draws the same sample."""
 
     name = "kmeans_sample"
 
-    def __init__(self, keep: float, seed: int) -> None:
+    def __init__(self, keep: float, seed: int, id_column: str) -> None:
         self.keep = keep
-        self.seed = seed
+        # Salted, so that the draw is independent of the seeded ``random`` ranking.
+        self.seed = int.from_bytes(hashlib.sha256(f"kmeans-sample|{seed}".encode()).digest()[:8], "little")
+        self.id_column = id_column
 
     def process(self, task: DocumentBatch) -> DocumentBatch:
         table = task.to_pyarrow()
         if self.keep < 1.0:
-            entropy = int.from_bytes(hashlib.sha256(f"{self.seed}|{task.task_id}".encode()).digest()[:8], "little")
-            table = table.filter(pa.array(np.random.default_rng(entropy).random(table.num_rows) < self.keep))
+            ids = table.column(self.id_column).to_numpy(zero_copy_only=False)
+            table = table.filter(pa.array(uniform_by_id(ids, self.seed) < self.keep))
         result = DocumentBatch(dataset_name=task.dataset_name, data=table)
         result._metadata = dict(task._metadata)
         return result
 
 
 def fit_centroids(sample_files: list[str], id_column: str, embedding_column: str, settings: KMeansSettings) -> np.ndarray:
-    """Fit on the sample that :class:`SampleRowsStage` wrote."""
-    parts = [
-        embedding_matrix(pq.read_table(path, columns=[id_column, embedding_column]), id_column, embedding_column)[1]
-        for path in sample_files
-    ]
-    sample = np.concatenate([p for p in parts if len(p)])
+    """Fit on the sample that :class:`SampleRowsStage` wrote, in id order, so
+    that the centroids do not depend on how the sample's files are named."""
+    tables = [pq.read_table(path, columns=[id_column, embedding_column]) for path in sample_files]
+    rows = sum(table.num_rows for table in tables)
+    if rows < settings.n_clusters:
+        raise ValueError(
+            f"the k-means sample holds {rows} documents, fewer than n_clusters={settings.n_clusters}; raise "
+            f"kmeans_max_sample_bytes (now {settings.max_sample_bytes}) or lower n_clusters"
+        )
+    _, sample = embedding_matrix(pa.concat_tables(tables).sort_by(id_column), id_column, embedding_column)
     logger.info("k-means: fitting %d clusters on a sample of %d documents", settings.n_clusters, len(sample))
     model = fit_kmeans(
         sample, settings.n_clusters, max_iter=settings.max_iter, tol=settings.tol, seed=settings.seed,
@@ -163,46 +181,3 @@ class AssignClustersStage(ProcessingStage):
         result = DocumentBatch(dataset_name=task.dataset_name, data=table)
         result._metadata = dict(task._metadata)
         return result
-
-
-class ClusterFragmentWriter(ProcessingStage):
-    """The sink of the assignment phase: one parquet fragment per (input task, cluster).
-
-    With ``visitor_margin`` set (the cross-cluster pass), documents also go to
-    their second-nearest cluster's visitor folder when within the margin.
-    """
-
-    name = "cluster_fragment_writer"
-
-    def __init__(self, by_center: str, visitors: str | None = None, visitor_margin: float | None = None,
-                 distance_column: str = "cosine_dist_to_cent") -> None:
-        self.by_center = by_center
-        self.visitors = visitors
-        self.visitor_margin = visitor_margin
-        self.distance_column = distance_column
-
-    def process(self, task: DocumentBatch) -> FileGroupTask:
-        table = task.to_pyarrow()
-        written = []
-        if table.num_rows:
-            written += self._write_groups(table, "nearest_cent", self.by_center, task.task_id)
-            if self.visitors is not None:
-                second = "second_" + self.distance_column.replace("_to_cent", "")
-                gap = pa.compute.subtract(table.column(second), table.column(self.distance_column))
-                near = pa.compute.less_equal(gap, self.visitor_margin if self.visitor_margin is not None else np.inf)
-                visiting = table.filter(pa.compute.and_(near, pa.compute.greater_equal(table.column("second_nearest_cent"), 0)))
-                written += self._write_groups(visiting, "second_nearest_cent", self.visitors, task.task_id)
-        return FileGroupTask(dataset_name=task.dataset_name, data=written)
-
-    @staticmethod
-    def _write_groups(table: pa.Table, column: str, root: str, task_id: str) -> list[str]:
-        labels = table.column(column).to_numpy()
-        written = []
-        for label in np.unique(labels):
-            part = table.filter(pa.array(labels == label))
-            url = f"{root}/nearest_cent={int(label)}/{task_id}.parquet"
-            fs, path = fsspec.core.url_to_fs(url)
-            fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-            write_atomically(url, lambda handle, part=part: pq.write_table(part, handle))
-            written.append(url)
-        return written

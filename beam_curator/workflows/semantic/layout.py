@@ -49,6 +49,16 @@ class CacheLayout:
         return f"{self.kmeans_results}/embs_by_nearest_center"
 
     @property
+    def members_by_range(self) -> str:
+        """Documents by range of nearest clusters, one file per assignment task (removed once grouped)."""
+        return f"{self.kmeans_results}/members_by_range"
+
+    @property
+    def visitors_by_range(self) -> str:
+        """Visitors by range of second-nearest clusters, one file per assignment task (removed once grouped)."""
+        return f"{self.kmeans_results}/visitors_by_range"
+
+    @property
     def visitors(self) -> str:
         """Documents grouped by their second-nearest center (cross-cluster pass only)."""
         return f"{self.kmeans_results}/embs_by_second_center"

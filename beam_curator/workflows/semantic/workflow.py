@@ -19,13 +19,20 @@ from beam_curator.stages.io import ParquetReader, ParquetWriter
 from beam_curator.stages.io.writer import write_atomically
 from beam_curator.workflows.semantic.clustering import (
     AssignClustersStage,
-    ClusterFragmentWriter,
     KMeansSettings,
     SampleRowsStage,
     check_unique_ids,
+    count_rows,
     fingerprint,
     fit_centroids,
     sample_fraction,
+)
+from beam_curator.workflows.semantic.grouping import (
+    GroupByClusterStage,
+    Grouping,
+    ListClusterRangesStage,
+    RangeFilesWriter,
+    cluster_ranges,
 )
 from beam_curator.workflows.semantic.identification import identify, write_analysis
 from beam_curator.workflows.semantic.layout import CacheLayout, parquet_files
@@ -135,31 +142,41 @@ class SemanticDeduplicationWorkflow:
         if self.book.is_done("kmeans", key):
             logger.info("k-means: embeddings and settings unchanged, reusing %s", self.layout.kmeans_results)
             return key
+        total_rows = count_rows(files, self.id_field, self.embedding_field)
         if not self.book.is_done("kmeans-fit", key):
-            self._fit(files, key)
-        visitors = self.layout.visitors if self.pairwise.cross_cluster else None
+            self._fit(files, total_rows, key)
+        members = Grouping("nearest_cent", self.layout.members_by_range, self.layout.by_nearest_center)
+        visiting = Grouping("second_nearest_cent", self.layout.visitors_by_range, self.layout.visitors)
+        visitors = visiting if self.pairwise.cross_cluster else None
         distance = "cosine_dist_to_cent" if self.pairwise.distance_metric == "cosine" else "l2_dist_to_cent"
+        ranges = cluster_ranges(self.kmeans.n_clusters, total_rows)
         self.book.run_stages("assign-clusters", [
             ParquetReader(files, files_per_partition=1, fields=[self.id_field, self.embedding_field]),
             AssignClustersStage(self.layout.centroids, self.id_field, self.embedding_field),
-            ClusterFragmentWriter(self.layout.by_nearest_center, visitors, margin, distance),
+            RangeFilesWriter(ranges, members, visitors, margin, distance),
         ], self.layout.checkpoint("assign"))
+        self.book.run_stages("group-by-cluster", [
+            ListClusterRangesStage(ranges),
+            GroupByClusterStage([members, *([visitors] if visitors else [])]),
+        ], self.layout.checkpoint("group-by-cluster"))
+        for by_range in (members.by_range, visiting.by_range):
+            remove_tree(by_range)
         self.book.mark_done("kmeans", key)
         return key
 
-    def _fit(self, files: list[str], key: str) -> None:
+    def _fit(self, files: list[str], total_rows: int, key: str) -> None:
         """Sample in parallel (resumable), then fit in the driver on the sample alone."""
         columns = [self.id_field, self.embedding_field]
-        keep = sample_fraction(files, *columns, self.kmeans.max_sample_bytes)
+        keep = sample_fraction(files, total_rows, self.embedding_field, self.kmeans)
         if not self.book.is_done("kmeans-started", key):  # new embeddings or settings: start over
             stale = [self.layout.kmeans_results, self.layout.kmeans_sample]
-            for folder in stale + [self.layout.checkpoint(p) for p in ("kmeans-sample", "assign")]:
+            for folder in stale + [self.layout.checkpoint(p) for p in ("kmeans-sample", "assign", "group-by-cluster")]:
                 remove_tree(folder)
             check_unique_ids(files, self.id_field)
             self.book.mark_done("kmeans-started", key)
         self.book.run_stages("kmeans-sample", [
             ParquetReader(files, files_per_partition=1, fields=columns),
-            SampleRowsStage(keep, self.kmeans.seed),
+            SampleRowsStage(keep, self.kmeans.seed, self.id_field),
             ParquetWriter(self.layout.kmeans_sample),
         ], self.layout.checkpoint("kmeans-sample"))
         centroids = fit_centroids(parquet_files(self.layout.kmeans_sample), *columns, self.kmeans)

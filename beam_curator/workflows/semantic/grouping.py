@@ -1,0 +1,153 @@
+"""Grouping documents by cluster through the file system, in two resumable phases.
+
+One fragment per (assignment task, cluster) would make about
+(N / task size) x k tiny files: 4·10⁸ at a billion documents and k = 50,000
+(docs/scaling.md), and ~9,000 already at 50,000 documents, whose writing and
+reading took most of the k-means and pairwise phases. Instead the clusters
+are cut into contiguous ranges of about ``_ROWS_PER_RANGE`` documents; each
+assignment task writes one file per range it touches, and each task of the
+grouping phase reads the files of one range and writes one file per cluster,
+in NeMo Curator's ``embs_by_nearest_center/nearest_cent=<c>/`` layout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import fsspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from beam_curator.stages import ProcessingStage
+from beam_curator.stages.io.writer import write_atomically
+from beam_curator.tasks import DocumentBatch, FileGroupTask, Task
+from beam_curator.workflows.semantic.layout import parquet_files
+
+# Documents a grouping task holds in memory, if clusters were equal (~3 GB of
+# 384-d rows). Larger ranges mean fewer files (tasks x ranges of them), more
+# memory per task.
+_ROWS_PER_RANGE = 1 << 21
+
+ClusterRange = tuple[int, int]
+
+
+def cluster_ranges(n_clusters: int, n_rows: int) -> list[ClusterRange]:
+    """Contiguous ranges (low included, high excluded) covering every cluster."""
+    count = max(1, min(n_clusters, -(-n_rows // _ROWS_PER_RANGE)))
+    bounds = np.linspace(0, n_clusters, count + 1).round().astype(int)
+    return [(int(low), int(high)) for low, high in zip(bounds[:-1], bounds[1:]) if high > low]
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """Where documents go by ``column``: per-range files, then per-cluster folders."""
+
+    column: str
+    by_range: str
+    by_cluster: str
+
+    def range_folder(self, cluster_range: ClusterRange) -> str:
+        low, high = cluster_range
+        return f"{self.by_range}/clusters={low}-{high}"
+
+
+class RangeFilesWriter(ProcessingStage):
+    """The sink of the assignment phase: the task's documents in one file per
+    range of nearest clusters; with the cross-cluster pass, also those within
+    ``visitor_margin`` of their second-nearest cluster, by that one's range."""
+
+    name = "range_files_writer"
+
+    def __init__(self, ranges: list[ClusterRange], members: Grouping, visitors: Grouping | None = None,
+                 visitor_margin: float | None = None, distance_column: str = "cosine_dist_to_cent") -> None:
+        self.ranges = ranges
+        self.members = members
+        self.visitors = visitors
+        self.visitor_margin = visitor_margin
+        self.distance_column = distance_column
+
+    def process(self, task: DocumentBatch) -> FileGroupTask:
+        table = task.to_pyarrow()
+        if table.num_rows == 0:  # an empty input file: nothing was assigned
+            return FileGroupTask(dataset_name=task.dataset_name, data=[])
+        written = self._write(table, self.members, task.task_id)
+        if self.visitors is not None:
+            second = "second_" + self.distance_column.replace("_to_cent", "")
+            gap = pc.subtract(table.column(second), table.column(self.distance_column))
+            near = pc.less_equal(gap, self.visitor_margin if self.visitor_margin is not None else np.inf)
+            visiting = table.filter(pc.and_(near, pc.greater_equal(table.column("second_nearest_cent"), 0)))
+            written += self._write(visiting, self.visitors, task.task_id)
+        return FileGroupTask(dataset_name=task.dataset_name, data=written)
+
+    def _write(self, table: pa.Table, grouping: Grouping, task_id: str) -> list[str]:
+        ordered = table.sort_by(grouping.column)
+        labels = ordered.column(grouping.column).to_numpy()
+        starts = np.searchsorted(labels, [low for low, _ in self.ranges])
+        stops = [*starts[1:], len(labels)]
+        return [
+            _write_part(ordered.slice(int(start), int(stop - start)), f"{grouping.range_folder(cluster_range)}/{task_id}.parquet")
+            for cluster_range, start, stop in zip(self.ranges, starts, stops)
+            if stop > start
+        ]
+
+
+@dataclass
+class ClusterRangeTask(Task[tuple[int, int]]):
+    """Clusters ``low`` (included) to ``high`` (excluded); the id names the range,
+    so it is stable across runs."""
+
+    def get_deterministic_id(self) -> str:
+        low, high = self.data
+        return f"clusters{low}to{high}"
+
+
+class ListClusterRangesStage(ProcessingStage):
+    """The source of the grouping phase: one task per range of clusters."""
+
+    name = "list_cluster_ranges"
+    is_source_stage = True
+
+    def __init__(self, ranges: list[ClusterRange]) -> None:
+        self.ranges = ranges
+
+    def process(self, task: Task) -> list[ClusterRangeTask]:
+        return [ClusterRangeTask(dataset_name="cluster_ranges", data=cluster_range) for cluster_range in self.ranges]
+
+
+class GroupByClusterStage(ProcessingStage):
+    """Writes one file per cluster of the range, for members and (if any) visitors."""
+
+    name = "group_by_cluster"
+
+    def __init__(self, groupings: list[Grouping]) -> None:
+        self.groupings = groupings
+
+    def process(self, task: ClusterRangeTask) -> FileGroupTask:
+        written = []
+        for grouping in self.groupings:
+            folder = grouping.range_folder(task.data)
+            fs, _ = fsspec.core.url_to_fs(folder)
+            tables = [pq.read_table(path, filesystem=fs) for path in parquet_files(folder)]
+            if tables:
+                written += _write_clusters(pa.concat_tables(tables).sort_by(grouping.column), grouping, task.task_id)
+        return FileGroupTask(dataset_name=task.dataset_name, data=written)
+
+
+def _write_clusters(ordered: pa.Table, grouping: Grouping, task_id: str) -> list[str]:
+    """One file per cluster of a table sorted by cluster."""
+    labels = ordered.column(grouping.column).to_numpy()
+    clusters, starts = np.unique(labels, return_index=True)
+    stops = [*starts[1:], len(labels)]
+    return [
+        _write_part(ordered.slice(int(start), int(stop - start)), f"{grouping.by_cluster}/nearest_cent={int(cluster)}/{task_id}.parquet")
+        for cluster, start, stop in zip(clusters, starts, stops)
+    ]
+
+
+def _write_part(table: pa.Table, url: str) -> str:
+    fs, path = fsspec.core.url_to_fs(url)
+    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+    write_atomically(url, lambda handle: pq.write_table(table, handle))
+    return url
