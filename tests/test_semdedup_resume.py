@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -48,20 +49,28 @@ def synthetic_embeddings(folder: Path, documents: int = 2000) -> Path:
 
 
 def scored_clusters(folder: Path) -> list[Path]:
+    """The parquet files of ``folder``, without hidden temporaries."""
     return [path for path in folder.glob("*.parquet") if not path.name.startswith(".")] if folder.exists() else []
 
 
-def kill_during_pairwise(command: list[str], pairwise: Path, log: Path) -> None:
-    """Start the run and SIGKILL it once at least 20 (of 200) clusters have been scored."""
+def kill_once(command: list[str], progress: Callable[[], int], log: Path) -> None:
+    """Start the run and SIGKILL it once ``progress()`` (outputs of the phase
+    under test, of 200) reaches 20."""
     with open(log, "wb") as handle:
         process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
-    while len(scored_clusters(pairwise)) < 20:
+    while progress() < 20:
         assert process.poll() is None, f"the run ended before it could be killed:\n{log.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, "no pairwise results appeared"
+        assert time.monotonic() < deadline, "the phase under test wrote nothing"
         time.sleep(0.01)
     os.kill(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
+
+
+def reference_duplicates(embeddings: Path, base: Path) -> pd.DataFrame:
+    """The duplicates of an uninterrupted run with the same settings."""
+    workflow(str(embeddings), str(base / "reference"), str(base / "reference_cache")).run()
+    return duplicate_ids(base / "reference").sort_values("id", ignore_index=True)
 
 
 def test_a_killed_run_resumes_from_its_checkpoint_and_matches_an_uninterrupted_run(tmp_path: Path) -> None:
@@ -70,7 +79,7 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_matches_an_uninterrupted_r
     pairwise = cache / "semantic_dedup" / "pairwise_results"
     command = [sys.executable, str(SCRIPTS_DIR / "semdedup_resume_run.py"), str(embeddings), str(output), str(cache)]
 
-    kill_during_pairwise(command, pairwise, tmp_path / "killed.log")
+    kill_once(command, lambda: len(scored_clusters(pairwise)), tmp_path / "killed.log")
     done = open_store(str(cache / "checkpoints" / "pairwise")).completed()
     assert 0 < len(done) < N_CLUSTERS, f"expected a run stopped midway, {len(done)} clusters checkpointed"
     assert not (output / "duplicates").exists()
@@ -86,11 +95,35 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_matches_an_uninterrupted_r
     assert {path: path.stat().st_mtime_ns for path in finished_files} == finished_files, "a finished cluster was redone"
     assert len(scored_clusters(pairwise)) == N_CLUSTERS
 
-    workflow(str(embeddings), str(tmp_path / "reference"), str(tmp_path / "reference_cache")).run()
-    expected = duplicate_ids(tmp_path / "reference").sort_values("id", ignore_index=True)
-    resumed = duplicate_ids(output).sort_values("id", ignore_index=True)
+    expected = reference_duplicates(embeddings, tmp_path)
     assert len(expected) >= 250
-    pd.testing.assert_frame_equal(resumed, expected)
+    pd.testing.assert_frame_equal(duplicate_ids(output).sort_values("id", ignore_index=True), expected)
+
+
+def test_a_run_killed_while_grouping_by_cluster_resumes_the_remaining_ranges(tmp_path: Path) -> None:
+    embeddings = synthetic_embeddings(tmp_path / "embeddings")
+    output, cache = tmp_path / "output", tmp_path / "cache"
+    by_cluster = cache / "semantic_dedup" / "kmeans_results" / "embs_by_nearest_center"
+    # 10 rows per range: one range per cluster, 200 grouping partitions.
+    command = [sys.executable, str(SCRIPTS_DIR / "semdedup_resume_run.py"), str(embeddings), str(output), str(cache), "10"]
+
+    kill_once(command, lambda: len(list(by_cluster.glob("nearest_cent=*"))), tmp_path / "killed.log")
+    done = open_store(str(cache / "checkpoints" / "group-by-cluster")).completed()
+    assert 0 < len(done) < N_CLUSTERS, f"expected a run stopped midway, {len(done)} ranges checkpointed"
+    finished_files = {path: path.stat().st_mtime_ns for folder in by_cluster.iterdir()
+                      for path in scored_clusters(folder) if "_".join(path.stem.split("_")[:2]) in done}
+    assert len(finished_files) == len(done)
+
+    rerun = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    grouped = re.search(r"group-by-cluster: (\d+) partitions pending, (\d+) skipped as complete", rerun.stderr)
+    assert (int(grouped[1]), int(grouped[2])) == (N_CLUSTERS - len(done), len(done))
+    assert {path: path.stat().st_mtime_ns for path in finished_files} == finished_files, "a finished range was redone"
+    # One file per cluster (besides any hidden temporary file the kill left, which readers skip).
+    assert all(len(scored_clusters(folder)) == 1 for folder in by_cluster.iterdir())
+    pd.testing.assert_frame_equal(
+        duplicate_ids(output).sort_values("id", ignore_index=True), reference_duplicates(embeddings, tmp_path)
+    )
 
 
 def test_a_rerun_after_files_were_added_embeds_only_them_and_deduplicates_everything(tmp_path, monkeypatch) -> None:

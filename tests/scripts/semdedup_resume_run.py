@@ -1,7 +1,9 @@
 """Run SemanticDeduplicationWorkflow on an embeddings folder; the interrupt-and-resume test kills it.
 
 Many clusters and ``pairwise_batch_size=1`` make the pairwise phase long
-enough to stop midway. Usage: ``semdedup_resume_run.py EMBEDDINGS OUTPUT CACHE``.
+enough to stop midway; a small ROWS_PER_RANGE makes one range per cluster, so
+the grouping phase is long enough too.
+Usage: ``semdedup_resume_run.py EMBEDDINGS OUTPUT CACHE [ROWS_PER_RANGE]``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import logging
 import sys
 
 from beam_curator.workflows import SemanticDeduplicationWorkflow
+from beam_curator.workflows.semantic import grouping
 
 N_CLUSTERS = 200
 
@@ -26,4 +29,6 @@ def workflow(embeddings: str, output_path: str, cache_path: str) -> SemanticDedu
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", force=True)
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    if len(sys.argv) > 4:
+        grouping._ROWS_PER_RANGE = int(sys.argv[4])
     print(json.dumps(workflow(*sys.argv[1:4]).run().metadata, default=str))
