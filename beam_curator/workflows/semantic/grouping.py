@@ -83,14 +83,8 @@ class RangeFilesWriter(ProcessingStage):
 
     def _write(self, table: pa.Table, grouping: Grouping, task_id: str) -> list[str]:
         ordered = table.sort_by(grouping.column)
-        labels = ordered.column(grouping.column).to_numpy()
-        starts = np.searchsorted(labels, [low for low, _ in self.ranges])
-        stops = [*starts[1:], len(labels)]
-        return [
-            _write_part(ordered.slice(int(start), int(stop - start)), f"{grouping.range_folder(cluster_range)}/{task_id}.parquet")
-            for cluster_range, start, stop in zip(self.ranges, starts, stops)
-            if stop > start
-        ]
+        starts = np.searchsorted(ordered.column(grouping.column).to_numpy(), [low for low, _ in self.ranges])
+        return _write_runs(ordered, starts, [grouping.range_folder(r) for r in self.ranges], task_id)
 
 
 @dataclass
@@ -137,17 +131,18 @@ class GroupByClusterStage(ProcessingStage):
 
 def _write_clusters(ordered: pa.Table, grouping: Grouping, task_id: str) -> list[str]:
     """One file per cluster of a table sorted by cluster."""
-    labels = ordered.column(grouping.column).to_numpy()
-    clusters, starts = np.unique(labels, return_index=True)
-    stops = [*starts[1:], len(labels)]
-    return [
-        _write_part(ordered.slice(int(start), int(stop - start)), f"{grouping.by_cluster}/nearest_cent={int(cluster)}/{task_id}.parquet")
-        for cluster, start, stop in zip(clusters, starts, stops)
-    ]
+    clusters, starts = np.unique(ordered.column(grouping.column).to_numpy(), return_index=True)
+    return _write_runs(ordered, starts, [f"{grouping.by_cluster}/nearest_cent={int(c)}" for c in clusters], task_id)
 
 
-def _write_part(table: pa.Table, url: str) -> str:
-    fs, path = fsspec.core.url_to_fs(url)
-    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-    write_atomically(url, lambda handle: pq.write_table(table, handle))
-    return url
+def _write_runs(ordered: pa.Table, starts: np.ndarray, folders: list[str], task_id: str) -> list[str]:
+    """Rows ``starts[i]`` up to ``starts[i + 1]`` go to ``folders[i]/<task_id>.parquet``; empty runs write nothing."""
+    stops = [*starts[1:], ordered.num_rows]
+    written = []
+    for folder, start, stop in zip(folders, starts, stops):
+        if stop > start:
+            url = f"{folder}/{task_id}.parquet"
+            part = ordered.slice(int(start), int(stop - start))
+            write_atomically(url, lambda handle, part=part: pq.write_table(part, handle))
+            written.append(url)
+    return written
