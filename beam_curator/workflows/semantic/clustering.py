@@ -24,8 +24,7 @@ from beam_curator.dedup.semantic.normalize import l2_normalize
 from beam_curator.dedup.semantic.ranking import uniform_by_id
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io.errors import CuratorInputError
-from beam_curator.stages.io.writer import write_atomically
-from beam_curator.tasks import DocumentBatch, FileGroupTask
+from beam_curator.tasks import DocumentBatch
 
 logger = logging.getLogger(__name__)
 
