@@ -25,6 +25,7 @@ from beam_curator.dedup.semantic.ranking import uniform_by_id
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.tasks import DocumentBatch
+from beam_curator.workflows.semantic.layout import read_parquet
 
 logger = logging.getLogger(__name__)
 
@@ -54,9 +55,7 @@ def check_unique_ids(files: list[str], id_column: str) -> None:
     """Ids must be unique across the whole dataset, not just within a file:
     removal by a repeated id would drop every record that carries it. Reads
     only the id column (8 bytes per document for integer ids)."""
-    ids = pa.chunked_array(
-        [pq.read_table(path, columns=[id_column]).column(0) for path in files]
-    )
+    ids = pa.chunked_array([read_parquet(path, [id_column]).column(0) for path in files])
     counts = pc.value_counts(ids)
     repeated = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
     if len(repeated):
@@ -74,15 +73,16 @@ def fingerprint(files: list[str], settings: KMeansSettings) -> str:
 
 def _checked_rows(path: str, columns: list[str]) -> int:
     """Rows of one embeddings file, once it is known to hold the columns the workflow reads."""
-    parquet = pq.ParquetFile(fsspec.open(path, "rb").open())
-    names = parquet.schema_arrow.names
+    with fsspec.open(path, "rb") as handle:
+        metadata = pq.ParquetFile(handle).metadata
+    names = metadata.schema.to_arrow_schema().names
     missing = [column for column in columns if column not in names]
     if missing:
         raise ValueError(
             f"{path} has no column(s) {missing} (its columns: {names}); "
             "set id_field and embedding_field to the columns holding ids and vectors"
         )
-    return parquet.metadata.num_rows
+    return metadata.num_rows
 
 
 def count_rows(files: list[str], id_column: str, embedding_column: str) -> int:
@@ -101,7 +101,7 @@ def sample_fraction(files: list[str], total_rows: int, embedding_column: str, se
             f"n_clusters={settings.n_clusters} is more than the {total_rows} embeddings to cluster; "
             f"pass n_clusters <= {total_rows} (or cluster more embeddings)"
         )
-    first = pq.read_table(files[0], columns=[embedding_column])
+    first = read_parquet(files[0], [embedding_column])
     dims = len(first.column(0)[0]) if first.num_rows else 1
     return min(1.0, settings.max_sample_bytes / (total_rows * dims * 4))
 
@@ -133,7 +133,7 @@ class SampleRowsStage(ProcessingStage):
 def fit_centroids(sample_files: list[str], id_column: str, embedding_column: str, settings: KMeansSettings) -> np.ndarray:
     """Fit on the sample that :class:`SampleRowsStage` wrote, in id order, so
     that the centroids do not depend on how the sample's files are named."""
-    tables = [pq.read_table(path, columns=[id_column, embedding_column]) for path in sample_files]
+    tables = [read_parquet(path, [id_column, embedding_column]) for path in sample_files]
     rows = sum(table.num_rows for table in tables)
     if rows < settings.n_clusters:
         raise ValueError(

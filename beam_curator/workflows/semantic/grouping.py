@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,7 +22,7 @@ import pyarrow.parquet as pq
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io.writer import write_atomically
 from beam_curator.tasks import DocumentBatch, FileGroupTask, Task
-from beam_curator.workflows.semantic.layout import parquet_files
+from beam_curator.workflows.semantic.layout import parquet_files, read_parquet
 
 # Documents a grouping task holds in memory, if clusters were equal (~3 GB of
 # 384-d rows). Larger ranges mean fewer files (tasks x ranges of them), more
@@ -121,9 +120,7 @@ class GroupByClusterStage(ProcessingStage):
     def process(self, task: ClusterRangeTask) -> FileGroupTask:
         written = []
         for grouping in self.groupings:
-            folder = grouping.range_folder(task.data)
-            fs, _ = fsspec.core.url_to_fs(folder)
-            tables = [pq.read_table(path, filesystem=fs) for path in parquet_files(folder)]
+            tables = [read_parquet(path) for path in parquet_files(grouping.range_folder(task.data))]
             if tables:
                 written += _write_clusters(pa.concat_tables(tables).sort_by(grouping.column), grouping, task.task_id)
         return FileGroupTask(dataset_name=task.dataset_name, data=written)

@@ -5,10 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+from fsspec.implementations.local import LocalFileSystem
 
 
 def parquet_files(url: str) -> list[str]:
-    """The parquet files directly in ``url``, sorted; none if it does not exist.
+    """The parquet files directly in ``url``, sorted, as URLs of ``url``'s
+    filesystem (``gs://...``, ``memory://...``, or local paths); none if it
+    does not exist.
 
     Hidden files are left out: a writer killed mid-write can leave a
     ``.tmp-*`` file behind, which is not data.
@@ -16,7 +21,14 @@ def parquet_files(url: str) -> list[str]:
     fs, path = fsspec.core.url_to_fs(url)
     if not fs.exists(path):
         return []
-    return sorted(file for file in fs.glob(f"{path}/*.parquet") if not file.rsplit("/", 1)[-1].startswith("."))
+    found = sorted(file for file in fs.glob(f"{path}/*.parquet") if not file.rsplit("/", 1)[-1].startswith("."))
+    return found if isinstance(fs, LocalFileSystem) else [fs.unstrip_protocol(file) for file in found]
+
+
+def read_parquet(url: str, columns: list[str] | None = None) -> pa.Table:
+    """One parquet file, opened through fsspec so that any filesystem it knows works."""
+    with fsspec.open(url, "rb") as handle:
+        return pq.read_table(handle, columns=columns)
 
 
 @dataclass(frozen=True)

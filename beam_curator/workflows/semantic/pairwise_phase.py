@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import fsspec
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from beam_curator.dedup.semantic.cross_cluster import cross_cluster_scores
 from beam_curator.dedup.semantic.pairwise import semdedup_cluster_by_keys
@@ -15,7 +14,7 @@ from beam_curator.dedup.semantic.ranking import rank_keys
 from beam_curator.stages import ProcessingStage
 from beam_curator.tasks import DocumentBatch, Task
 from beam_curator.workflows.semantic.clustering import embedding_matrix
-from beam_curator.workflows.semantic.layout import parquet_files
+from beam_curator.workflows.semantic.layout import parquet_files, read_parquet
 
 
 @dataclass
@@ -28,8 +27,7 @@ class ClusterTask(Task[int]):
 
 def read_folder(url: str, columns: list[str] | None = None) -> pa.Table | None:
     """All parquet fragments of one folder as one table (None when there are none)."""
-    fs, _ = fsspec.core.url_to_fs(url)
-    tables = [pq.read_table(file, columns=columns, filesystem=fs) for file in parquet_files(url)]
+    tables = [read_parquet(file, columns) for file in parquet_files(url)]
     return pa.concat_tables(tables) if tables else None
 
 

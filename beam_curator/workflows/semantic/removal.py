@@ -9,14 +9,13 @@ from typing import Any
 import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io import JsonlReader, JsonlWriter, ParquetReader, ParquetWriter
 from beam_curator.stages.io.partitioning import expand_paths
 from beam_curator.tasks import DocumentBatch
 from beam_curator.workflows.semantic.ids import FILE_COLUMN, GENERATED_ID, ROW_COLUMN, AssignIdsStage, FileRegistry
-from beam_curator.workflows.semantic.layout import parquet_files
+from beam_curator.workflows.semantic.layout import parquet_files, read_parquet
 from beam_curator.workflows.semantic.phases import BeamSettings, PhaseBook, digest, remove_tree
 
 logger = logging.getLogger(__name__)
@@ -34,8 +33,7 @@ class RemoveIdsStage(ProcessingStage):
         self.drop_columns = drop_columns
 
     def setup(self) -> None:
-        fs, files = _id_files(self.ids_url)
-        tables = [pq.read_table(file, columns=[self.duplicate_id_field], filesystem=fs) for file in files]
+        tables = [read_parquet(file, [self.duplicate_id_field]) for file in _id_files(self.ids_url)]
         self.remove = pa.concat_tables(tables).column(0).combine_chunks() if tables else pa.array([])
 
     def process(self, task: DocumentBatch) -> DocumentBatch:
@@ -153,12 +151,12 @@ class TextDuplicatesRemovalWorkflow:
         }
 
 
-def _id_files(url: str) -> tuple[fsspec.AbstractFileSystem, list[str]]:
+def _id_files(url: str) -> list[str]:
     """A parquet file of ids, or the parquet files of a folder."""
     fs, path = fsspec.core.url_to_fs(url)
-    return fs, [path] if fs.isfile(path) else parquet_files(url)
+    return [url] if fs.isfile(path) else parquet_files(url)
 
 
 def _content_digest(url: str) -> str:
-    fs, files = _id_files(url)
-    return digest([(file, fs.size(file), fs.checksum(file)) for file in files])
+    fs, _ = fsspec.core.url_to_fs(url)
+    return digest([(file, fs.size(file), fs.checksum(file)) for file in _id_files(url)])
