@@ -127,9 +127,7 @@ class FsspecCheckpointStore(CheckpointStore):
         return writer.record(task_id, credits)
 
     def flush(self) -> None:
-        writer = registry.current(self.metadata_dir)
-        if writer is not None:
-            writer.flush()
+        registry.flush(self.metadata_dir)
 
     def status(self) -> CheckpointStatus:
         done, partials, unreadable, writers = self._entries()

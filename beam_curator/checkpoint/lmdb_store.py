@@ -171,9 +171,7 @@ class LmdbCheckpointStore(CheckpointStore):
         return writer.record(task_id, credits)
 
     def flush(self) -> None:
-        writer = registry.current(self.metadata_dir)
-        if writer is not None:
-            writer.flush()
+        registry.flush(self.metadata_dir)
 
     def _live_writers(self) -> list[str]:
         live = []

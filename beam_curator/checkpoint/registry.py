@@ -41,6 +41,13 @@ def current(key: str) -> Writer | None:
     return writer if writer is not None and writer.pid == os.getpid() else None
 
 
+def flush(key: str) -> None:
+    """Flush this process's writer for ``key``, if it has opened one."""
+    writer = current(key)
+    if writer is not None:
+        writer.flush()
+
+
 def discard(key: str) -> Writer | None:
     """Forget (and return) this process's writer for ``key``."""
     with _lock:
