@@ -61,14 +61,16 @@ def check_run_and_rerun(tmp_path: Path, **runner: object) -> None:
     )
     assert len(kept) == len(rows) - 2
     assert sum(doc in kept for doc in ("d1", "copy-1")) == 1 and sum(doc in kept for doc in ("d4", "copy-4")) == 1
-    for phase, partitions in (("embedding", 3), ("pairwise", 2), ("removal", 3)):
+    phases = (("embedding", 3), ("kmeans-sample", 3), ("assign", 3), ("group-by-cluster", 1), ("pairwise", 2),
+              ("removal", 3))
+    for phase, partitions in phases:
         checkpoint = tmp_path / "cache" / "checkpoints" / phase
         pids = writer_pids(checkpoint)
         assert pids and os.getpid() not in pids, f"{phase} marks must come from worker processes, got {pids}"
         assert len(open_store(str(checkpoint)).completed()) == partitions
     second = run(tmp_path, **runner)
     assert second["num_duplicates"] == 2 and second["embedding_time"] < first["embedding_time"]
-    for phase in ("embedding", "pairwise", "removal"):
+    for phase, _ in phases:
         assert os.getpid() not in writer_pids(tmp_path / "cache" / "checkpoints" / phase)
 
 
