@@ -25,6 +25,7 @@ class RunSummary:
     partitions_pending: int = 0
     partitions_skipped: int = 0
     partitions_completed: int = 0
+    partitions_changed: int = 0
     counters: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -33,8 +34,11 @@ class RunSummary:
         return sum(value for name, value in self.counters.items() if name.endswith(".failed"))
 
     def __str__(self) -> str:
+        changed = (
+            f" ({self.partitions_changed} of them with changed files: see the warnings)" if self.partitions_changed else ""
+        )
         return (
-            f"{self.partitions_pending} partitions pending, {self.partitions_skipped} skipped as complete, "
+            f"{self.partitions_pending} partitions pending, {self.partitions_skipped} skipped as complete{changed}, "
             f"{self.partitions_completed} completed this run, {self.tasks_failed} tasks failed "
             f"({self.seconds:.1f} s)"
         )
@@ -95,6 +99,7 @@ class Pipeline:
             partitions_pending=counters.get("partitions_pending", 0),
             partitions_skipped=counters.get("partitions_skipped", 0),
             partitions_completed=counters.get("partitions_completed", 0),
+            partitions_changed=counters.get("partitions_changed", 0),
             counters=counters,
             seconds=time.monotonic() - started,
         )

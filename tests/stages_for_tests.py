@@ -11,9 +11,11 @@ import json
 import os
 from pathlib import Path
 
+import lmdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from beam_curator.checkpoint import registry
 from beam_curator.checkpoint.lmdb_store import LmdbCheckpointStore
 from beam_curator.pipeline import Pipeline
 from beam_curator.runners import pin_worker_gpu
@@ -84,8 +86,22 @@ def written_records(output_dir: Path) -> list[dict]:
 
 
 def writer_pids(checkpoint: Path) -> set[int]:
-    """Pids in the names of the LMDB writer files (``<hostname>-<pid>.mdb``)."""
-    return {int(Path(file).stem.rsplit("-", 1)[1]) for file in LmdbCheckpointStore(str(checkpoint)).writer_files()}
+    """Pids (from ``<hostname>-<pid>.mdb``) of the writer files that hold
+    completion marks. The driver opens a writer file too, to hold the
+    checkpoint's lock while it runs, but where workers run it marks nothing."""
+    store = LmdbCheckpointStore(str(checkpoint))
+    own = registry.current(store.metadata_dir)
+    pids = set()
+    for path in store.writer_files():
+        mine = own is not None and own.file == path
+        env = own.env if mine else lmdb.open(path, subdir=False, readonly=True, lock=False)
+        with env.begin() as txn:
+            marked = any(key.startswith(b"d/") for key, _ in txn.cursor())
+        if not mine:
+            env.close()
+        if marked:
+            pids.add(int(Path(path).stem.rsplit("-", 1)[1]))
+    return pids
 
 
 PARTITIONS = 10
@@ -107,7 +123,9 @@ def run_and_resume(tmp_path: Path, runner: str, **settings: object) -> tuple[set
     assert pids and os.getpid() not in pids, f"marks written by the test process: {pids}"
     assert {record["worker_pid"] for record in records} <= pids, "a worker wrote output but no marks"
 
-    second = resume_pipeline(corpus, tmp_path / "out-2", tmp_path / "gpu-slots").run(str(checkpoint), runner, **settings)
+    written = {file: file.stat().st_mtime_ns for file in (tmp_path / "out-1").glob("*.jsonl")}
+    second = resume_pipeline(corpus, tmp_path / "out-1", tmp_path / "gpu-slots").run(str(checkpoint), runner, **settings)
     assert (second.partitions_pending, second.partitions_skipped, second.partitions_completed) == (0, PARTITIONS, 0)
-    assert not list((tmp_path / "out-2").glob("*.jsonl")), "a skipped partition was written again"
+    assert {file: file.stat().st_mtime_ns for file in (tmp_path / "out-1").glob("*.jsonl")} == written, \
+        "a skipped partition was written again"
     return pids, records

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from beam_curator.checkpoint import open_store  # noqa: E402
 from beam_curator.stages import ProcessingStage  # noqa: E402
 from beam_curator.stages.io import JsonlReader, JsonlWriter  # noqa: E402
 from beam_curator.tasks import DocumentBatch  # noqa: E402
+from stages_for_tests import writer_pids  # noqa: E402
 
 FILES = 4
 
@@ -77,10 +77,9 @@ def test_runner_writes_the_same_rows_and_a_rerun_skips_everything(
     assert output_rows(output_dir) == rows
     assert {file.name for file in output_dir.iterdir()} == names
     assert open_store(checkpoint).completed() == partitions
-    writers = {Path(file).stem for file in open_store(checkpoint).status().writer_files}
-    own = f"{socket.gethostname()}-{os.getpid()}"
+    writers = writer_pids(Path(checkpoint))
     # Marks are written where the work ran: in this process, or in the worker processes.
-    assert (writers == {own}) == (runner != "local-multiprocess"), writers
+    assert (writers == {os.getpid()}) == (runner != "local-multiprocess"), writers
 
     written = snapshot(output_dir)
     second = pipeline(input_dir, output_dir).run(checkpoint_path=checkpoint, runner=runner, **settings)

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from beam_curator.checkpoint import METADATA_DIR, open_store
+from beam_curator.checkpoint import open_store
 from beam_curator.runners import WorkerPool
 from beam_curator.workflows import TextSemanticDeduplicationWorkflow
+from stages_for_tests import writer_pids
 
 TEXTS = [
     "Command-line tool to convert images between formats",
@@ -44,10 +45,6 @@ def run(tmp_path: Path, **runner: object) -> dict:
         str(tmp_path / "input"), str(tmp_path / "output"), str(tmp_path / "cache"), id_field="doc_id",
         embedding_backend="sentence-transformers", n_clusters=2, eps=0.01, **runner,
     ).run().metadata
-
-
-def writer_pids(checkpoint: Path) -> set[int]:
-    return {int(Path(path).stem.rsplit("-", 1)[1]) for path in glob.glob(f"{checkpoint}/{METADATA_DIR}/*.mdb")}
 
 
 def check_run_and_rerun(tmp_path: Path, **runner: object) -> None:

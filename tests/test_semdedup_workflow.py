@@ -188,9 +188,9 @@ def test_a_second_run_does_no_work_and_gives_the_same_duplicates(user_ids: Run) 
     with captured_logs() as logs:
         again = workflow(user_ids.input_dir, user_ids.output.parent, id_field="doc_id", eps=EPS).run()
     text = "\n".join(logs)
-    for phase in ("embedding: complete for this input and model, nothing to do", "k-means: embeddings and settings unchanged, reusing",
+    for phase in ("embedding: inputs and settings unchanged and outputs in place, nothing to do", "k-means: embeddings and settings unchanged, reusing",
                   "pairwise: results complete, reusing", "identification: scores and eps unchanged, reusing",
-                  "removal: already complete for these duplicates, nothing to do"):
+                  "removal: inputs and settings unchanged and outputs in place, nothing to do"):
         assert phase in text
     assert "partitions pending" not in text, "a Beam pipeline ran"
     assert file_times(user_ids.cache, user_ids.output) == before
@@ -204,7 +204,7 @@ def test_a_deleted_output_is_written_again_without_embedding(user_ids: Run) -> N
     shutil.rmtree(user_ids.output)
     with captured_logs() as logs:
         workflow(user_ids.input_dir, user_ids.output.parent, id_field="doc_id", eps=EPS).run()
-    assert "embedding: complete for this input and model, nothing to do" in logs
+    assert "embedding: inputs and settings unchanged and outputs in place, nothing to do" in logs
     pd.testing.assert_frame_equal(duplicate_ids(user_ids.output), duplicates)
     assert output_rows(user_ids.output / "deduplicated") == expected
 
@@ -233,7 +233,7 @@ def test_eps_none_writes_the_analysis_and_no_duplicates(generated_ids: tuple[Run
 
 def test_choosing_eps_afterwards_reuses_embeddings_clusters_and_scores(generated_ids: tuple[Run, Run]) -> None:
     _, chosen = generated_ids
-    assert "embedding: complete for this input and model, nothing to do" in chosen.logs
+    assert "embedding: inputs and settings unchanged and outputs in place, nothing to do" in chosen.logs
     assert any(line.startswith("k-means: embeddings and settings unchanged, reusing") for line in chosen.logs)
     assert any(line.startswith("pairwise: results complete, reusing") for line in chosen.logs)
 

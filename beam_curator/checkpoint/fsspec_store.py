@@ -22,13 +22,22 @@ import threading
 import time
 import uuid
 from fractions import Fraction
-from typing import Mapping
+from typing import Any, Mapping
 
 import fsspec
 
 from beam_curator.checkpoint import registry
-from beam_curator.checkpoint.ledger import CreditLedger, union_complete
-from beam_curator.checkpoint.store import METADATA_DIR, CheckpointStatus, CheckpointStore, writer_name
+from beam_curator.checkpoint.ledger import CreditLedger
+from beam_curator.checkpoint.store import (
+    METADATA_DIR,
+    CheckpointStatus,
+    CheckpointStore,
+    OutputRecord,
+    Snapshot,
+    writer_name,
+)
+
+_EMPTY = {"done": [], "credits": [], "outputs": [], "inputs": {}}
 
 logger = logging.getLogger(__name__)
 
@@ -46,24 +55,35 @@ class _Writer:
         self.mutex = threading.Lock()
         self.flush_seconds = flush_seconds
         self.flushed_at = time.monotonic()
-        self.pending: dict[str, list] = {"done": [], "credits": []}
+        self.pending: dict[str, Any] = json.loads(json.dumps(_EMPTY))
 
-    def record(self, task_id: str, credits: Mapping[str, Fraction]) -> list[str]:
+    def record(self, task_id: str, credits: Mapping[str, Fraction], outputs: list[OutputRecord] | None) -> list[str]:
         with self.mutex:
             finished = self.ledger.add(task_id, credits)
             self.pending["done"] += finished
             self.pending["credits"] += [
                 [s, task_id, str(c)] for s, c in credits.items() if s not in self.ledger.complete
             ]
-            if time.monotonic() - self.flushed_at >= self.flush_seconds:
-                self._write()
+            if outputs:
+                self.pending["outputs"] += [[s, task_id, outputs] for s in credits]
+            self._maybe_write()
             return finished
 
+    def record_inputs(self, inputs: Mapping[str, dict[str, Any]]) -> None:
+        with self.mutex:
+            now = time.time()
+            self.pending["inputs"].update({key: {"files": files, "t": now} for key, files in inputs.items()})
+            self._maybe_write()
+
+    def _maybe_write(self) -> None:
+        if time.monotonic() - self.flushed_at >= self.flush_seconds:
+            self._write()
+
     def _write(self) -> None:
-        if self.pending["done"] or self.pending["credits"]:
+        if any(self.pending.values()):
             with self.fs.open(f"{self.folder}/{self.token}-{next(self.sequence):012d}.json", "w") as handle:
                 json.dump(self.pending, handle)
-            self.pending = {"done": [], "credits": []}
+            self.pending = json.loads(json.dumps(_EMPTY))
         self.flushed_at = time.monotonic()
 
     def flush(self) -> None:
@@ -95,12 +115,10 @@ class FsspecCheckpointStore(CheckpointStore):
                 "check credentials or choose another checkpoint_path"
             ) from error
 
-    def _entries(self) -> tuple[set[str], list[tuple[str, str, Fraction]], list[str], list[str]]:
+    def _entries(self) -> tuple[Snapshot, list[str]]:
         self.flush()  # this process's own marks first
         fs = self._fs()
-        done: set[str] = set()
-        partials: list[tuple[str, str, Fraction]] = []
-        unreadable: list[str] = []
+        found = Snapshot()
         files = sorted(fs.glob(f"{self.metadata_dir}/*/*.json"))
         contents = fs.cat(files, on_error="return") if files else {}
         for file in files:
@@ -108,32 +126,31 @@ class FsspecCheckpointStore(CheckpointStore):
                 content = contents[file]
                 if isinstance(content, Exception):
                     raise OSError(str(content))
-                entry = json.loads(content)
-                done.update(entry["done"])
-                partials.extend((s, t, Fraction(c)) for s, t, c in entry["credits"])
+                entry = {**_EMPTY, **json.loads(content)}
+                found.done.update(entry["done"])
+                found.partials.extend((s, t, Fraction(c)) for s, t, c in entry["credits"])
+                for source, task_id, records in entry["outputs"]:
+                    found.add_outputs(source, task_id, records)
+                for source, record in entry["inputs"].items():
+                    found.add_inputs(source, record)
             except (ValueError, KeyError, TypeError, OSError) as error:
                 logger.warning("skipping unreadable checkpoint file %s: %s", file, error)
-                unreadable.append(file)
+                found.unreadable.append(file)
         writers = sorted({file.rsplit("/", 2)[-2] for file in files})
-        return done, partials, unreadable, writers
+        return found, writers
 
-    def completed(self) -> set[str]:
-        done, partials, _, _ = self._entries()
-        return union_complete(done, partials)
+    def snapshot(self) -> Snapshot:
+        return self._entries()[0]
 
-    def record(self, task_id: str, credits: Mapping[str, Fraction]) -> list[str]:
+    def _writer(self) -> _Writer:
         folder = f"{self.metadata_dir}/{writer_name()}"
-        writer = registry.writer_for(self.metadata_dir, lambda: _Writer(self._fs(), folder))
-        return writer.record(task_id, credits)
-
-    def flush(self) -> None:
-        registry.flush(self.metadata_dir)
+        return registry.writer_for(self.metadata_dir, lambda: _Writer(self._fs(), folder))
 
     def status(self) -> CheckpointStatus:
-        done, partials, unreadable, writers = self._entries()
+        found, writers = self._entries()
         return CheckpointStatus(
-            path=self.path, completed=len(union_complete(done, partials)),
-            writer_files=writers, unreadable_files=unreadable,
+            path=self.path, completed=len(found.completed()),
+            writer_files=writers, unreadable_files=found.unreadable,
         )
 
     def reset(self, force: bool = False) -> None:

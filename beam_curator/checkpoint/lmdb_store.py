@@ -5,7 +5,9 @@ Layout: ``<path>/.beam_curator_metadata/<hostname>-<pid>.mdb`` (plus a
 ``d/<source>`` marks a partition this writer saw finish; ``c/<source>/<task>``
 holds a credit returned here for a partition not (yet) finished here, so a
 partition whose descendants ran on several workers completes when the
-writers' credits are summed at the next start-up.
+writers' credits are summed at the next start-up. ``o/<source>/<task>`` keeps
+what a terminal task wrote (JSON), ``f/<source>`` what the partition's files
+looked like when it started (JSON), so that a rerun can check both.
 
 py-lmdb refuses to open one file twice in a process, so open environments
 live in this module's registry (importable from every worker), not in the
@@ -16,23 +18,26 @@ from __future__ import annotations
 
 import fcntl
 import glob
+import json
 import logging
 import os
 import shutil
 import threading
 import time
 from fractions import Fraction
-from typing import Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 import lmdb
 
 from beam_curator.checkpoint import registry
-from beam_curator.checkpoint.ledger import CreditLedger, union_complete
+from beam_curator.checkpoint.ledger import CreditLedger
 from beam_curator.checkpoint.store import (
     METADATA_DIR,
     CheckpointBusyError,
     CheckpointStatus,
     CheckpointStore,
+    OutputRecord,
+    Snapshot,
     writer_name,
 )
 
@@ -40,6 +45,8 @@ logger = logging.getLogger(__name__)
 
 _DONE = b"d/"
 _CREDIT = b"c/"
+_OUTPUT = b"o/"
+_INPUT = b"f/"
 
 
 class _Writer:
@@ -67,21 +74,33 @@ class _Writer:
         self.synced_at = time.monotonic()
         self.dirty = False
 
-    def record(self, task_id: str, credits: Mapping[str, Fraction]) -> list[str]:
+    def record(self, task_id: str, credits: Mapping[str, Fraction], outputs: list[OutputRecord] | None) -> list[str]:
         with self.mutex:
             finished = self.ledger.add(task_id, credits)
             with self.env.begin(write=True) as txn:
                 for source, share in credits.items():
+                    if outputs:
+                        txn.put(_OUTPUT + f"{source}/{task_id}".encode(), json.dumps(outputs).encode())
                     if source not in finished and source not in self.ledger.complete:
                         key = _CREDIT + f"{source}/{task_id}".encode()
                         txn.put(key, f"{share.numerator}/{share.denominator}".encode())
                 for source in finished:
                     txn.put(_DONE + source.encode(), b"")
                     _delete_prefix(txn, _CREDIT + f"{source}/".encode())
-            self.dirty = True
-            if time.monotonic() - self.synced_at >= self.sync_seconds:
-                self._sync()
+            self._committed()
             return finished
+
+    def record_inputs(self, inputs: Mapping[str, dict[str, Any]]) -> None:
+        with self.mutex:
+            with self.env.begin(write=True) as txn:
+                for source, files in inputs.items():
+                    txn.put(_INPUT + source.encode(), json.dumps({"files": files, "t": time.time()}).encode())
+            self._committed()
+
+    def _committed(self) -> None:
+        self.dirty = True
+        if time.monotonic() - self.synced_at >= self.sync_seconds:
+            self._sync()
 
     def _sync(self) -> None:
         self.env.sync(True)
@@ -136,10 +155,8 @@ class LmdbCheckpointStore(CheckpointStore):
     def writer_files(self) -> list[str]:
         return sorted(glob.glob(os.path.join(self.metadata_dir, "*.mdb")))
 
-    def _scan(self) -> tuple[set[str], list[tuple[str, str, Fraction]], list[str]]:
-        done: set[str] = set()
-        partials: list[tuple[str, str, Fraction]] = []
-        unreadable: list[str] = []
+    def snapshot(self) -> Snapshot:
+        found = Snapshot()
         own = registry.current(self.metadata_dir)
         for file in self.writer_files():
             try:
@@ -152,26 +169,24 @@ class LmdbCheckpointStore(CheckpointStore):
                     finally:
                         env.close()
                 for key, value in rows:
-                    if key.startswith(_DONE):
-                        done.add(key[len(_DONE):].decode())
-                    elif key.startswith(_CREDIT):
-                        source, task_id = key[len(_CREDIT):].decode().split("/", 1)
-                        partials.append((source, task_id, Fraction(value.decode())))
+                    prefix, rest = key[:2], key[2:].decode()
+                    if prefix == _DONE:
+                        found.done.add(rest)
+                    elif prefix == _CREDIT:
+                        source, task_id = rest.split("/", 1)
+                        found.partials.append((source, task_id, Fraction(value.decode())))
+                    elif prefix == _OUTPUT:
+                        source, task_id = rest.split("/", 1)
+                        found.add_outputs(source, task_id, json.loads(value))
+                    elif prefix == _INPUT:
+                        found.add_inputs(rest, json.loads(value))
             except (lmdb.Error, UnicodeDecodeError, ValueError) as error:
                 logger.warning("skipping unreadable checkpoint file %s: %s", file, error)
-                unreadable.append(file)
-        return done, partials, unreadable
+                found.unreadable.append(file)
+        return found
 
-    def completed(self) -> set[str]:
-        done, partials, _ = self._scan()
-        return union_complete(done, partials)
-
-    def record(self, task_id: str, credits: Mapping[str, Fraction]) -> list[str]:
-        writer = registry.writer_for(self.metadata_dir, lambda: _Writer(self.metadata_dir, self.map_size))
-        return writer.record(task_id, credits)
-
-    def flush(self) -> None:
-        registry.flush(self.metadata_dir)
+    def _writer(self) -> _Writer:
+        return registry.writer_for(self.metadata_dir, lambda: _Writer(self.metadata_dir, self.map_size))
 
     def _live_writers(self) -> list[str]:
         live = []
@@ -184,12 +199,12 @@ class LmdbCheckpointStore(CheckpointStore):
         return live
 
     def status(self) -> CheckpointStatus:
-        done, partials, unreadable = self._scan()
+        found = self.snapshot()
         return CheckpointStatus(
             path=self.path,
-            completed=len(union_complete(done, partials)),
+            completed=len(found.completed()),
             writer_files=self.writer_files(),
-            unreadable_files=unreadable,
+            unreadable_files=found.unreadable,
             live_writers=self._live_writers(),
         )
 

@@ -55,10 +55,22 @@ def discard(key: str) -> Writer | None:
     return writer if writer is not None and writer.pid == os.getpid() else None
 
 
-@atexit.register
-def close_all() -> None:
-    """Flush every writer of this process and release its files."""
-    for key in list(_writers):
+def close_below(prefix: str) -> None:
+    """Close this process's writers whose key lies under ``prefix``, before
+    that folder is deleted: a writer left open would go on writing into a
+    file that no longer has a name, and its marks would be lost."""
+    prefix = prefix.rstrip("/") + "/"
+    _close([key for key in _writers if key.startswith(prefix)])
+
+
+def _close(keys: list[str]) -> None:
+    for key in keys:
         writer = discard(key)
         if writer is not None:
             getattr(writer, "close", writer.flush)()
+
+
+@atexit.register
+def close_all() -> None:
+    """Flush every writer of this process and release its files."""
+    _close(list(_writers))

@@ -12,9 +12,15 @@ import socket
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Mapping
+from typing import Any, Mapping, Protocol
+
+from beam_curator.checkpoint import registry
+from beam_curator.checkpoint.ledger import union_complete
 
 METADATA_DIR = ".beam_curator_metadata"
+
+# One written file of a terminal task: [name relative to the sink's folder, bytes, records].
+OutputRecord = list
 
 
 def writer_name() -> str:
@@ -31,9 +37,53 @@ class CheckpointStatus:
     live_writers: list[str] = field(default_factory=list)
 
 
+@dataclass
+class Snapshot:
+    """Everything the writer files hold, unioned.
+
+    ``inputs[key]`` is what the partition's files looked like when it was last
+    started (``{"files": {path: [size, mtime]}, "t": time}``; the latest wins).
+    ``outputs[key][task_id]`` lists what each writer recorded that terminal
+    task wrote: several candidates when a task was written again after its
+    output went missing, of which one must match the disk.
+    """
+
+    done: set[str] = field(default_factory=set)
+    partials: list[tuple[str, str, Fraction]] = field(default_factory=list)
+    inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    outputs: dict[str, dict[str, list[list[OutputRecord]]]] = field(default_factory=dict)
+    unreadable: list[str] = field(default_factory=list)
+
+    def completed(self) -> set[str]:
+        return union_complete(self.done, self.partials)
+
+    def add_inputs(self, key: str, record: dict[str, Any]) -> None:
+        if record.get("t", 0) >= self.inputs.get(key, {}).get("t", -1):
+            self.inputs[key] = record
+
+    def add_outputs(self, key: str, task_id: str, records: list[OutputRecord]) -> None:
+        candidates = self.outputs.setdefault(key, {}).setdefault(task_id, [])
+        if records not in candidates:
+            candidates.append(records)
+
+
+class StoreWriter(Protocol):
+    """One process's writer of a store's files."""
+
+    pid: int
+
+    def record(self, task_id: str, credits: Mapping[str, Fraction], outputs: list[OutputRecord] | None) -> list[str]: ...
+
+    def record_inputs(self, inputs: Mapping[str, dict[str, Any]]) -> None: ...
+
+    def flush(self) -> None: ...
+
+
 class CheckpointStore(ABC):
     """Where completion marks live. Instances hold configuration only, so they
     pickle cheaply into workers; open handles live in per-process registries."""
+
+    metadata_dir: str
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -43,16 +93,36 @@ class CheckpointStore(ABC):
         """Fail before the run starts if marks could not be written."""
 
     @abstractmethod
+    def snapshot(self) -> Snapshot:
+        """The union of all writers' files."""
+
     def completed(self) -> set[str]:
         """Source partitions complete according to the union of all writers."""
+        return self.snapshot().completed()
 
     @abstractmethod
-    def record(self, task_id: str, credits: Mapping[str, Fraction]) -> list[str]:
-        """Durably return a terminal task's credits from this process; return
-        the partitions this completed."""
+    def _writer(self) -> StoreWriter:
+        """This process's writer, opened on first use (kept in ``registry``)."""
+
+    def record(
+        self, task_id: str, credits: Mapping[str, Fraction], outputs: list[OutputRecord] | None = None
+    ) -> list[str]:
+        """Durably return a terminal task's credits from this process, with the
+        files it wrote (if any); return the partitions this completed."""
+        return self._writer().record(task_id, credits, outputs)
+
+    def record_inputs(self, inputs: Mapping[str, dict[str, Any]]) -> None:
+        """Durably keep what started partitions' files look like (``{key: {path: [size, mtime]}}``)."""
+        self._writer().record_inputs(inputs)
+
+    def open_writer(self) -> None:
+        """Open this process's writer now (and hold its lock, where the store
+        has one), so that a reset started meanwhile sees a live run."""
+        self._writer()
 
     def flush(self) -> None:
         """Make this process's recorded marks durable now (called at bundle ends)."""
+        registry.flush(self.metadata_dir)
 
     @abstractmethod
     def status(self) -> CheckpointStatus:

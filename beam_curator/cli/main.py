@@ -12,6 +12,8 @@ import json
 import logging
 import sys
 
+import fsspec
+
 from beam_curator.checkpoint import CheckpointBusyError, open_store
 from beam_curator.runners import RUNNERS
 
@@ -42,6 +44,10 @@ def _runner_settings(args: argparse.Namespace, beam_args: list[str]) -> dict:
 
 
 def _checkpoint(args: argparse.Namespace, _: list[str]) -> int:
+    fs, path = fsspec.core.url_to_fs(args.path)
+    if not fs.exists(path):
+        print(f"error: checkpoint {args.path} does not exist; pass the checkpoint_path a run used", file=sys.stderr)
+        return 2
     store = open_store(args.path)
     if args.action == "status":
         status = store.status()

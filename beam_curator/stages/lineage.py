@@ -1,7 +1,8 @@
 """Lineage ids and completion credits, applied at every stage boundary.
 
 Ids: root ``0``; a source output appends its deterministic id (or its
-position); a one-to-one result appends ``_0``; a fan-out appends each child's
+position), and its checkpoint key adds a digest of its content where the
+source computed one; a one-to-one result appends ``_0``; a fan-out appends each child's
 position. Credits: a source partition starts with exactly 1
 (``fractions.Fraction``), a task's credit is split equally among its
 children, and each terminal task (written by the sink, or filtered) returns
@@ -141,8 +142,24 @@ def derive_sources(root: Task, result: StageResult, stage_name: str) -> StepOutc
                 "make get_deterministic_id() unique per partition (are two groups built from the same files?)"
             )
         seen.add(task_id)
-        outcome.outputs.append(_child(item, task_id, {task_id: Fraction(1)}))
+        outcome.outputs.append(_child(item, task_id, {partition_key(task_id, item): Fraction(1)}))
     return outcome
+
+
+def partition_key(task_id: str, partition: Task) -> str:
+    """The checkpoint key of a source partition: its lineage id, plus the
+    digest of its content when its source computed one
+    (``_metadata["fingerprint"]``). Output names keep following the lineage
+    id, so a changed partition rewrites its own files, while credits of the
+    old and the new content can never add up."""
+    fingerprint = partition._metadata.get("fingerprint")
+    return f"{task_id}@{fingerprint}" if fingerprint else task_id
+
+
+def source_key(partition: Task) -> str:
+    """The checkpoint key of a partition that ``derive_sources`` produced."""
+    (key,) = partition._credits
+    return key
 
 
 def _check_task(item: object, stage_name: str) -> None:

@@ -13,6 +13,7 @@ import apache_beam as beam
 from apache_beam.pvalue import PBegin
 
 from beam_curator.checkpoint import CheckpointStore, open_store
+from beam_curator.checkpoint.files import check_partitions
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.base import flatten_stages
 from beam_curator.tasks import EmptyTask
@@ -70,18 +71,34 @@ class CuratorStages(beam.PTransform):
         self.store = store if store is not None else (open_store(checkpoint_path, map_size) if checkpoint_path else None)
         self.label_prefix = label_prefix
 
+    def _checked_snapshot(self) -> tuple[set[str], dict[str, dict]]:
+        """Complete partitions whose recorded outputs are all still there, and
+        what their files looked like when they started. A partition whose
+        output went missing or changed size is run again, with a warning."""
+        self.store.check_writable()
+        self.store.open_writer()  # holds the lock before reading, so a reset now refuses
+        snapshot = self.store.snapshot()
+        completed = snapshot.completed()
+        root = getattr(self.stages[self.sink], "path", None)
+        if root:
+            recorded = {key: snapshot.outputs[key] for key in completed if key in snapshot.outputs}
+            for key, problems in sorted(check_partitions(root, recorded).items()):
+                logger.warning("partition %s will run again: %s", key, "; ".join(problems[:3]))
+                completed.discard(key)
+        logger.info("checkpoint %s: %d partitions already complete", self.store.path, len(completed))
+        return completed, snapshot.inputs
+
     def expand(self, pcoll):
         completed: set[str] = set()
+        started: dict[str, dict] = {}
         if self.store is not None:
-            self.store.check_writable()
-            completed = self.store.completed()
-            logger.info("checkpoint %s: %d partitions already complete", self.store.path, len(completed))
+            completed, started = self._checked_snapshot()
         if isinstance(pcoll, PBegin):
             pcoll = pcoll | f"{self.label_prefix}Root" >> beam.Create([EmptyTask()])
         for index, stage in enumerate(self.stages):
             label = f"{self.label_prefix}{index:02d}-{stage.stage_name}"
             if index == self.source:
-                pcoll = pcoll | label >> beam.ParDo(SourceDoFn(stage, completed))
+                pcoll = pcoll | label >> beam.ParDo(SourceDoFn(stage, completed, started, self.store))
                 # Spread partitions over workers: the root is a single element.
                 pcoll = pcoll | f"{label}-Distribute" >> beam.Reshuffle()
                 continue

@@ -10,7 +10,7 @@ until the end of a batch run.
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -18,7 +18,7 @@ from apache_beam.metrics import Metrics
 from beam_curator.checkpoint import CheckpointStore
 from beam_curator.runners.gpu import pin_worker_gpu
 from beam_curator.stages import ProcessingStage
-from beam_curator.stages.lineage import StepOutcome, derive, derive_batch, derive_sources
+from beam_curator.stages.lineage import StepOutcome, derive, derive_batch, derive_sources, source_key
 from beam_curator.tasks import Task
 
 logger = logging.getLogger(__name__)
@@ -53,10 +53,10 @@ class _StageDoFn(beam.DoFn):
         self.finish_bundle()
         self.stage.teardown()
 
-    def _terminal(self, task: Task) -> None:
+    def _terminal(self, task: Task, written: list | None = None) -> None:
         if self.store is None or not task._credits:
             return
-        for source in self.store.record(task.task_id, task._credits):
+        for source in self.store.record(task.task_id, task._credits, written):
             self.completed.inc()
             logger.info("partition %s complete", source)
 
@@ -70,7 +70,7 @@ class _StageDoFn(beam.DoFn):
             self._terminal(task)
         for task in outcome.outputs:
             if self.is_sink:
-                self._terminal(task)
+                self._terminal(task, task._metadata.get("written"))
                 task._credits = {}  # stages after the sink must not return it again
             yield task
 
@@ -89,18 +89,41 @@ class BatchStageDoFn(_StageDoFn):
 
 class SourceDoFn(_StageDoFn):
     """Runs the source stage, names its partitions and drops the complete ones,
-    so finished work is never read again."""
+    so finished work is never read again.
 
-    def __init__(self, stage: ProcessingStage, completed: Iterable[str]) -> None:
+    ``started`` holds what the files of complete partitions looked like when
+    they last started (``Snapshot.inputs``): a complete partition whose files
+    changed since is reported (its checkpoint key does not follow content
+    unless the reader was given a ``fingerprint``). What pending partitions'
+    files look like now is recorded in ``store`` for the next run.
+    """
+
+    def __init__(
+        self,
+        stage: ProcessingStage,
+        completed: Iterable[str],
+        started: Mapping[str, dict] | None = None,
+        store: CheckpointStore | None = None,
+    ) -> None:
         super().__init__(stage)
         self.done = frozenset(completed)
+        self.started = {key: record["files"] for key, record in (started or {}).items() if key in self.done}
+        self.inputs_store = store
         self.skipped = Metrics.counter(NAMESPACE, "partitions_skipped")
         self.pending = Metrics.counter(NAMESPACE, "partitions_pending")
+        self.changed = Metrics.counter(NAMESPACE, "partitions_changed")
 
     def process(self, root: Task) -> Iterator[Task]:
         outcome = derive_sources(root, self.stage.process(root), self.stage.stage_name)
-        pending = [task for task in outcome.outputs if task.task_id not in self.done]
+        pending = [task for task in outcome.outputs if source_key(task) not in self.done]
         skipped = len(outcome.outputs) - len(pending)
+        for task in outcome.outputs:
+            self._report_changes(task)
+        if self.inputs_store is not None:
+            stats = {source_key(task): task._metadata["file_stats"] for task in pending if "file_stats" in task._metadata}
+            if stats:
+                self.inputs_store.record_inputs(stats)
+                self.inputs_store.flush()
         self.skipped.inc(skipped)
         self.pending.inc(len(pending))
         logger.info(
@@ -109,3 +132,16 @@ class SourceDoFn(_StageDoFn):
         )
         outcome.outputs = pending
         yield from self._emit(outcome, [root])
+
+    def _report_changes(self, task: Task) -> None:
+        before = self.started.get(source_key(task))
+        now = task._metadata.get("file_stats")
+        if before is None or now is None or before == now:
+            return
+        changed = sorted(path for path in {*before, *now} if before.get(path) != now.get(path))
+        self.changed.inc()
+        logger.warning(
+            "partition %s is complete, but its files changed since it ran: %s. It is not run again; read with "
+            "fingerprint='stat' (or 'content') to re-run changed partitions, or reset the checkpoint",
+            task.task_id, ", ".join(changed),
+        )

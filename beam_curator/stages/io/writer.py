@@ -23,7 +23,12 @@ from beam_curator.tasks import DocumentBatch, FileGroupTask
 
 
 class FileWriterStage(ProcessingStage):
-    """Writes each DocumentBatch to ``<path>/<task_id>.<extension>``; returns the file as a FileGroupTask."""
+    """Writes each DocumentBatch to ``<path>/<task_id>.<extension>``; returns the file as a FileGroupTask.
+
+    The result's ``_metadata["written"]`` records the file (name relative to
+    ``path``, bytes, records): the checkpoint keeps it with the partition's
+    completion, and a rerun re-runs a partition whose file is gone or changed.
+    """
 
     extension = ""
 
@@ -39,19 +44,20 @@ class FileWriterStage(ProcessingStage):
         table = task.to_pyarrow()
         if self.fields:
             table = table.select(self.fields)
-        final = f"{self.path}/{task.task_id}.{self.extension}"
-        write_atomically(final, lambda handle: self.serialize(table, handle))
-        result = FileGroupTask(dataset_name=task.dataset_name, data=[final])
-        result._metadata = {**task._metadata, "num_records": table.num_rows}
+        name = f"{task.task_id}.{self.extension}"
+        size = write_atomically(f"{self.path}/{name}", lambda handle: self.serialize(table, handle))
+        result = FileGroupTask(dataset_name=task.dataset_name, data=[f"{self.path}/{name}"])
+        result._metadata = {**task._metadata, "num_records": table.num_rows, "written": [[name, size, table.num_rows]]}
         return result
 
 
-def write_atomically(url: str, write: Callable[[BinaryIO], object]) -> None:
+def write_atomically(url: str, write: Callable[[BinaryIO], object]) -> int:
     """Write through a temporary sibling, make it durable, then rename it to ``url``.
 
     A failed write removes its temporary file. A killed process can leave one
     behind: it is a dotfile, which the readers skip, and the partition it
     belonged to was never marked, so the next run writes the file again.
+    Returns the file's size in bytes.
     """
     fs, final = fsspec.core.url_to_fs(url)
     folder, name = final.rsplit("/", 1)
@@ -60,6 +66,7 @@ def write_atomically(url: str, write: Callable[[BinaryIO], object]) -> None:
     try:
         with fs.open(temporary, "wb") as handle:
             write(handle)
+            size = handle.tell()
             if isinstance(fs, LocalFileSystem):
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -68,3 +75,4 @@ def write_atomically(url: str, write: Callable[[BinaryIO], object]) -> None:
             fs.rm(temporary)
         raise
     fs.mv(temporary, final)
+    return size

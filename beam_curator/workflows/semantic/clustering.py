@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import fsspec
 import numpy as np
@@ -19,11 +19,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from beam_curator.checkpoint.files import relative_name
 from beam_curator.dedup.semantic.kmeans import assign, fit_kmeans
 from beam_curator.dedup.semantic.normalize import l2_normalize
 from beam_curator.dedup.semantic.ranking import uniform_by_id
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io.errors import CuratorInputError
+from beam_curator.stages.io.fingerprint import file_fingerprint
 from beam_curator.tasks import DocumentBatch
 from beam_curator.workflows.semantic.layout import read_parquet
 
@@ -65,10 +67,11 @@ def check_unique_ids(files: list[str], id_column: str) -> None:
         )
 
 
-def fingerprint(files: list[str], settings: KMeansSettings) -> str:
-    fs, _ = fsspec.core.url_to_fs(files[0])
-    listing = [(path, fs.size(path)) for path in files]
-    return hashlib.sha256(json.dumps([listing, asdict(settings)]).encode()).hexdigest()
+def embeddings_fingerprint(folder: str, files: list[str]) -> str:
+    """What embeddings files hold, cheaply (names relative to their folder, so
+    a moved folder keeps it; sizes, times and edge bytes)."""
+    listing = [(relative_name(folder, path), file_fingerprint(path, "stat")) for path in files]
+    return hashlib.sha256(json.dumps(listing).encode()).hexdigest()
 
 
 def _checked_rows(path: str, columns: list[str]) -> int:

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from beam_curator.checkpoint.files import FileRecord, relative_name
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io.writer import write_atomically
 from beam_curator.tasks import DocumentBatch, FileGroupTask, Task
@@ -55,12 +56,15 @@ class Grouping:
 class RangeFilesWriter(ProcessingStage):
     """The sink of the assignment phase: the task's documents in one file per
     range of nearest clusters; with the cross-cluster pass, also those within
-    ``visitor_margin`` of their second-nearest cluster, by that one's range."""
+    ``visitor_margin`` of their second-nearest cluster, by that one's range.
+    ``path`` is the folder holding both groupings (written files are recorded
+    relative to it)."""
 
     name = "range_files_writer"
 
-    def __init__(self, ranges: list[ClusterRange], members: Grouping, visitors: Grouping | None = None,
+    def __init__(self, path: str, ranges: list[ClusterRange], members: Grouping, visitors: Grouping | None = None,
                  visitor_margin: float | None = None, distance_column: str = "cosine_dist_to_cent") -> None:
+        self.path = path
         self.ranges = ranges
         self.members = members
         self.visitors = visitors
@@ -78,9 +82,9 @@ class RangeFilesWriter(ProcessingStage):
             near = pc.less_equal(gap, self.visitor_margin if self.visitor_margin is not None else np.inf)
             visiting = table.filter(pc.and_(near, pc.greater_equal(table.column("second_nearest_cent"), 0)))
             written += self._write(visiting, self.visitors, task.task_id)
-        return FileGroupTask(dataset_name=task.dataset_name, data=written)
+        return _written_task(task, self.path, written)
 
-    def _write(self, table: pa.Table, grouping: Grouping, task_id: str) -> list[str]:
+    def _write(self, table: pa.Table, grouping: Grouping, task_id: str) -> list[tuple[str, int, int]]:
         ordered = table.sort_by(grouping.column)
         starts = np.searchsorted(ordered.column(grouping.column).to_numpy(), [low for low, _ in self.ranges])
         return _write_runs(ordered, starts, [grouping.range_folder(r) for r in self.ranges], task_id)
@@ -110,11 +114,13 @@ class ListClusterRangesStage(ProcessingStage):
 
 
 class GroupByClusterStage(ProcessingStage):
-    """Writes one file per cluster of the range, for members and (if any) visitors."""
+    """Writes one file per cluster of the range, for members and (if any)
+    visitors; ``path`` is the folder holding the groupings."""
 
     name = "group_by_cluster"
 
-    def __init__(self, groupings: list[Grouping]) -> None:
+    def __init__(self, path: str, groupings: list[Grouping]) -> None:
+        self.path = path
         self.groupings = groupings
 
     def process(self, task: ClusterRangeTask) -> FileGroupTask:
@@ -123,23 +129,32 @@ class GroupByClusterStage(ProcessingStage):
             tables = [read_parquet(path) for path in parquet_files(grouping.range_folder(task.data))]
             if tables:
                 written += _write_clusters(pa.concat_tables(tables).sort_by(grouping.column), grouping, task.task_id)
-        return FileGroupTask(dataset_name=task.dataset_name, data=written)
+        return _written_task(task, self.path, written)
 
 
-def _write_clusters(ordered: pa.Table, grouping: Grouping, task_id: str) -> list[str]:
+def _written_task(task: Task, root: str, written: list[tuple[str, int, int]]) -> FileGroupTask:
+    """The sink's result: the files, and their records for the checkpoint."""
+    records: list[FileRecord] = [[relative_name(root, url), size, rows] for url, size, rows in written]
+    result = FileGroupTask(dataset_name=task.dataset_name, data=[url for url, _, _ in written])
+    result._metadata["written"] = records
+    return result
+
+
+def _write_clusters(ordered: pa.Table, grouping: Grouping, task_id: str) -> list[tuple[str, int, int]]:
     """One file per cluster of a table sorted by cluster."""
     clusters, starts = np.unique(ordered.column(grouping.column).to_numpy(), return_index=True)
     return _write_runs(ordered, starts, [f"{grouping.by_cluster}/nearest_cent={int(c)}" for c in clusters], task_id)
 
 
-def _write_runs(ordered: pa.Table, starts: np.ndarray, folders: list[str], task_id: str) -> list[str]:
-    """Rows ``starts[i]`` up to ``starts[i + 1]`` go to ``folders[i]/<task_id>.parquet``; empty runs write nothing."""
+def _write_runs(ordered: pa.Table, starts: np.ndarray, folders: list[str], task_id: str) -> list[tuple[str, int, int]]:
+    """Rows ``starts[i]`` up to ``starts[i + 1]`` go to ``folders[i]/<task_id>.parquet``; empty runs
+    write nothing. Returns (url, bytes, rows) of each written file."""
     stops = [*starts[1:], ordered.num_rows]
     written = []
     for folder, start, stop in zip(folders, starts, stops):
         if stop > start:
             url = f"{folder}/{task_id}.parquet"
             part = ordered.slice(int(start), int(stop - start))
-            write_atomically(url, lambda handle, part=part: pq.write_table(part, handle))
-            written.append(url)
+            size = write_atomically(url, lambda handle, part=part: pq.write_table(part, handle))
+            written.append((url, size, part.num_rows))
     return written

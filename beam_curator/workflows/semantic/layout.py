@@ -9,6 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
+from beam_curator.stages.io.errors import CuratorInputError
+
 
 def parquet_files(url: str) -> list[str]:
     """The parquet files directly in ``url``, sorted, as URLs of ``url``'s
@@ -26,9 +28,16 @@ def parquet_files(url: str) -> list[str]:
 
 
 def read_parquet(url: str, columns: list[str] | None = None) -> pa.Table:
-    """One parquet file, opened through fsspec so that any filesystem it knows works."""
-    with fsspec.open(url, "rb") as handle:
-        return pq.read_table(handle, columns=columns)
+    """One parquet file, opened through fsspec so that any filesystem it knows
+    works; one that cannot be read is an error naming it."""
+    try:
+        with fsspec.open(url, "rb") as handle:
+            return pq.read_table(handle, columns=columns)
+    except (pa.ArrowException, OSError) as error:
+        raise CuratorInputError(
+            f"{url} cannot be read ({error}); if it is in the cache, delete it and rerun to compute it again, "
+            "otherwise replace it"
+        ) from error
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,13 @@
-"""What every phase of a workflow shares: run stages on Beam, remember what is done.
+"""What every phase of a workflow shares: run stages on Beam, remember what is
+done, and check that what was done is still there.
 
 A phase that finished leaves a small ``<name>.done.json`` holding the
-fingerprint of its inputs and settings; a rerun with the same fingerprint
-skips the phase entirely, and a different fingerprint clears the phase's
-outputs so that stale results are never mixed with new ones. Inside a phase,
-the per-partition checkpoints make an interrupted run resume.
+fingerprint of its inputs and settings and a record of the files it produced
+(names relative to the cache or output folder, sizes). A rerun skips the
+phase only when the fingerprint matches and every recorded file is still
+there at its size (one listing per folder); otherwise it runs the phase, whose
+per-partition checkpoints redo only the partitions whose outputs are missing.
+A marker that cannot be read is reported and treated as absent.
 """
 
 from __future__ import annotations
@@ -12,16 +15,25 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Any, Iterator
 
 import fsspec
+from fsspec.implementations.local import LocalFileSystem
 
+from beam_curator.checkpoint import open_store, registry
+from beam_curator.checkpoint.files import check_files, describe_files, join, relative_name
 from beam_curator.pipeline import Pipeline, RunSummary
 from beam_curator.stages import ProcessingStage
+from beam_curator.stages.base import flatten_stages
+from beam_curator.stages.io.partitioning import is_hidden
 from beam_curator.stages.io.writer import write_atomically
+from beam_curator.stages.lineage import derive_sources, source_key
+from beam_curator.tasks import EmptyTask
+from beam_curator.transforms import locate_source_and_sink
 
 logger = logging.getLogger(__name__)
 
@@ -35,9 +47,22 @@ def digest(value: object) -> str:
 
 
 def remove_tree(url: str) -> None:
+    """Delete a folder (or file), closing this process's checkpoint writers in it first."""
     fs, path = fsspec.core.url_to_fs(url)
+    registry.close_below(os.path.abspath(url) if isinstance(fs, LocalFileSystem) else url)
     if fs.exists(path):
         fs.rm(path, recursive=True)
+
+
+def files_below(url: str) -> list[str]:
+    """Every data file below ``url`` (none if it does not exist); names
+    starting with ``.`` or ``_`` are not data."""
+    fs, path = fsspec.core.url_to_fs(url)
+    if not fs.exists(path):
+        return []
+    root = path.rstrip("/") + "/"
+    found = sorted(file for file in fs.find(path) if not is_hidden(file, root))
+    return [join(url, file[len(root):]) for file in found]
 
 
 @dataclass
@@ -50,32 +75,66 @@ class BeamSettings:
 
 
 class PhaseBook:
-    """Done-markers of one workflow's phases under ``folder``."""
+    """Done-markers of one workflow's phases under ``folder``.
 
-    def __init__(self, folder: str, beam: BeamSettings) -> None:
+    ``roots`` names the folders produced files are recorded relative to
+    (``{"cache": ..., "output": ...}``), so that a moved cache still matches.
+    """
+
+    def __init__(self, folder: str, beam: BeamSettings, roots: dict[str, str]) -> None:
         self.folder = folder.rstrip("/")
         self.beam = beam
+        self.roots = {name: root.rstrip("/") for name, root in roots.items()}
         self.times: dict[str, float] = {}
 
     def _marker(self, name: str) -> str:
         return f"{self.folder}/{name}.done.json"
 
     def details(self, name: str) -> dict:
-        """What the marker of ``name`` holds ({} when there is none)."""
+        """What the marker of ``name`` holds ({} when there is none, or it is unreadable)."""
         fs, path = fsspec.core.url_to_fs(self._marker(name))
-        if not fs.exists(path):
+        try:
+            with fs.open(path, "r") as handle:
+                found = json.load(handle)
+            if not isinstance(found, dict):
+                raise ValueError(f"expected a JSON object, found {type(found).__name__}")
+            return found
+        except FileNotFoundError:
             return {}
-        with fs.open(path, "r") as handle:
-            return json.load(handle)
+        except (OSError, ValueError) as error:
+            logger.warning("phase marker %s is unreadable (%s): phase %s runs again", self._marker(name), error, name)
+            return {}
 
     def is_done(self, name: str, fingerprint: str) -> bool:
-        return self.details(name).get("fingerprint") == fingerprint
+        """Done with these inputs and settings, and all it produced still there."""
+        found = self.details(name)
+        if found.get("fingerprint") != fingerprint:
+            return False
+        problems = [
+            problem for root, records in found.get("produced", {}).items()
+            for problem in check_files(self.roots[root], records)
+        ]
+        if problems:
+            shown = "; ".join(problems[:5]) + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
+            logger.warning("phase %s ran before, but %s: running what produced it again", name, shown)
+            return False
+        return True
 
-    def mark_done(self, name: str, fingerprint: str, **details: object) -> None:
-        fs, path = fsspec.core.url_to_fs(self._marker(name))
-        fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-        payload = json.dumps({"fingerprint": fingerprint, **details}, default=str).encode()
+    def mark_done(self, name: str, fingerprint: str, produced: list[str] = (), **details: object) -> None:
+        """Remember ``name`` as done, with the files (or folders' files) it produced."""
+        records: dict[str, list] = {}
+        for url in produced:
+            root = self._root_of(url)
+            files = files_below(url) if _is_folder(url) else [url]
+            records.setdefault(root, []).extend(describe_files(self.roots[root], files))
+        payload = json.dumps({"fingerprint": fingerprint, "produced": records, **details}, default=str).encode()
         write_atomically(self._marker(name), lambda handle: handle.write(payload))
+
+    def _root_of(self, url: str) -> str:
+        fitting = [name for name, root in self.roots.items() if url == root or url.startswith(root + "/")]
+        if not fitting:
+            raise ValueError(f"{url} is under none of {self.roots}")
+        return max(fitting, key=lambda name: len(self.roots[name]))
 
     def forget(self, name: str) -> None:
         remove_tree(self._marker(name))
@@ -92,6 +151,41 @@ class PhaseBook:
             )
         return summary
 
+    def run_partitioned(
+        self, name: str, stages: list[ProcessingStage], checkpoint: str, settings: object, output: str
+    ) -> dict[str, Any]:
+        """A phase whose sink writes ``output`` from source partitions that
+        follow the current inputs: reused while the same partitions (keys carry
+        their content fingerprints) and settings are done and their files are
+        there; otherwise run for the partitions that need it, then rid
+        ``output`` of files no current partition wrote (inputs removed since).
+        Returns the marker's details: ``fingerprint``, ``rows`` (records in
+        ``output``) and ``files``."""
+        keys = current_partitions(stages)
+        key = digest([settings, keys])
+        if self.is_done(name, key):
+            logger.info("%s: inputs and settings unchanged and outputs in place, nothing to do", name)
+            return self.details(name)
+        # One checkpoint folder per settings, so that losing the markers loses
+        # no marks; those of other settings go first, as their files are about
+        # to be overwritten.
+        settings_checkpoint = f"{checkpoint.rstrip('/')}/{digest(settings)[:16]}"
+        for other in _folders_in(checkpoint):
+            if other.rsplit("/", 1)[-1] != settings_checkpoint.rsplit("/", 1)[-1]:
+                remove_tree(other)
+        self.run_stages(name, stages, settings_checkpoint)
+        records = current_outputs(settings_checkpoint, keys)
+        kept = {record[0] for record in records}
+        stale = [url for url in files_below(output) if relative_name(output, url) not in kept]
+        for url in stale:
+            fs, path = fsspec.core.url_to_fs(url)
+            fs.rm(path)
+        if stale:
+            logger.info("%s: removed %d file(s) of inputs that are gone, e.g. %s", name, len(stale), stale[0])
+        rows = sum(record[2] or 0 for record in records)
+        self.mark_done(name, key, [output], rows=rows, files=len(records))
+        return self.details(name)
+
     @contextmanager
     def timed(self, name: str) -> Iterator[None]:
         start = time.monotonic()
@@ -99,3 +193,33 @@ class PhaseBook:
             yield
         finally:
             self.times[name] = self.times.get(name, 0.0) + time.monotonic() - start
+
+
+def current_partitions(stages: list[ProcessingStage]) -> list[str]:
+    """The checkpoint keys of the partitions the source stage lists now
+    (computed in the driver: for file readers, one listing)."""
+    flat = flatten_stages(list(stages))
+    source = flat[locate_source_and_sink(flat)[0]]
+    outcome = derive_sources(EmptyTask(), source.process(EmptyTask()), source.stage_name)
+    return sorted(source_key(task) for task in outcome.outputs)
+
+
+def current_outputs(checkpoint: str, keys: list[str]) -> list[list]:
+    """The file records the sink wrote for these partitions (the latest candidate per task)."""
+    outputs = open_store(checkpoint).snapshot().outputs
+    return [
+        record for key in keys for candidates in outputs.get(key, {}).values() for record in candidates[-1]
+    ]
+
+
+def _folders_in(url: str) -> list[str]:
+    fs, path = fsspec.core.url_to_fs(url)
+    if not fs.exists(path):
+        return []
+    return [join(url, info["name"].rstrip("/").rsplit("/", 1)[-1]) for info in fs.ls(path, detail=True)
+            if info["type"] == "directory"]
+
+
+def _is_folder(url: str) -> bool:
+    fs, path = fsspec.core.url_to_fs(url)
+    return fs.isdir(path)

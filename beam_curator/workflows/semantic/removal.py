@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from typing import Any
@@ -12,11 +13,11 @@ import pyarrow.compute as pc
 
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io import JsonlReader, JsonlWriter, ParquetReader, ParquetWriter
-from beam_curator.stages.io.partitioning import expand_paths
+from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.tasks import DocumentBatch
 from beam_curator.workflows.semantic.ids import FILE_COLUMN, GENERATED_ID, ROW_COLUMN, AssignIdsStage, FileRegistry
 from beam_curator.workflows.semantic.layout import parquet_files, read_parquet
-from beam_curator.workflows.semantic.phases import BeamSettings, PhaseBook, digest, remove_tree
+from beam_curator.workflows.semantic.phases import BeamSettings, PhaseBook
 
 logger = logging.getLogger(__name__)
 
@@ -58,24 +59,20 @@ def file_formats(filetype: str) -> tuple[type, type]:
     return _FORMATS[filetype]
 
 
-def input_listing(input_path: str | list[str], input_filetype: str) -> list[tuple[str, int]]:
-    """The input files and their sizes, for phase fingerprints: a rerun after
-    files were added or changed must redo the phase, not skip it as done."""
-    paths = expand_paths(input_path, file_formats(input_filetype)[0].extensions)
-    fs, _ = fsspec.core.url_to_fs(paths[0])
-    return [(path, fs.size(path)) for path in paths]
-
-
 def id_reading_stages(
     input_path: str | list[str], input_filetype: str, files_per_partition: int, id_field: str | None,
-    cache_path: str, fields: list[str] | None = None,
+    cache_path: str, fields: list[str] | None = None, fingerprint: str | None = "stat",
 ) -> tuple[list[ProcessingStage], str]:
-    """Reader plus id assignment, identical wherever the same data is read again."""
+    """Reader plus id assignment, identical wherever the same data is read again.
+
+    Partitions are keyed by their files' ``fingerprint``, so a file changed
+    since a finished run is read again, not skipped as done."""
     reader_class, _ = file_formats(input_filetype)
     numbers = FileRegistry(cache_path).register(input_path, reader_class.extensions) if id_field is None else {}
     reader = reader_class(
         input_path, files_per_partition=files_per_partition, fields=fields,
         file_column=FILE_COLUMN if id_field is None else None, row_column=ROW_COLUMN if id_field is None else None,
+        fingerprint=fingerprint,
     )
     return [reader, AssignIdsStage(numbers, id_field)], id_field or GENERATED_ID
 
@@ -86,6 +83,10 @@ class TextDuplicatesRemovalWorkflow:
     ``ids_to_remove_path`` is a parquet file or folder with ``duplicate_id_field``.
     Without ``id_field`` the ids are the generated ``_curator_dedup_id`` of the
     file registry in ``cache_path`` (the same one the embedding phase used).
+    A rerun redoes only partitions whose input files changed, whose output
+    files went missing, or all of them when the listed ids changed; output
+    files are replaced one by one (never deleted first), and files of inputs
+    that are gone are removed once the rest is written.
     """
 
     def __init__(
@@ -99,6 +100,7 @@ class TextDuplicatesRemovalWorkflow:
         id_field: str | None = None,
         duplicate_id_field: str = "id",
         files_per_partition: int = 1,
+        input_fingerprint: str = "stat",
         runner: str | None = "local",
         beam_args: list[str] | None = None,
         **runner_settings: object,
@@ -106,46 +108,36 @@ class TextDuplicatesRemovalWorkflow:
         self.input_path = input_path
         self.ids_to_remove_path = ids_to_remove_path
         self.output_path = output_path.rstrip("/")
-        self.cache_path = cache_path
+        self.cache_path = cache_path.rstrip("/")
         self.input_filetype = input_filetype
         self.output_filetype = output_filetype or input_filetype
         self.id_field = id_field
         self.duplicate_id_field = duplicate_id_field
         self.files_per_partition = files_per_partition
-        self.book = PhaseBook(f"{cache_path.rstrip('/')}/checkpoints/phases", BeamSettings(runner, list(beam_args or []), runner_settings))
+        self.input_fingerprint = input_fingerprint
+        self.book = PhaseBook(
+            f"{self.cache_path}/checkpoints/phases", BeamSettings(runner, list(beam_args or []), runner_settings),
+            {"cache": self.cache_path, "output": self.output_path},
+        )
 
     def run(self) -> dict[str, Any]:
-        """Returns ``num_duplicates_removed``, ``final_output_path`` and ``removal_time``."""
+        """Returns ``documents_kept``, ``num_duplicates_removed`` (the listed ids
+        found in the input, counted when the phase runs whole), ``final_output_path``
+        and ``removal_time``."""
         started = time.monotonic()
         _, writer_class = file_formats(self.output_filetype)
-        ids_key = digest([
-            _content_digest(self.ids_to_remove_path), input_listing(self.input_path, self.input_filetype),
-            self.output_path,
-        ])
-        checkpoint = f"{self.cache_path.rstrip('/')}/checkpoints/removal"
-        fs, output = fsspec.core.url_to_fs(self.output_path)
-        output_exists = fs.exists(output)  # deleted since the last run: write it again
-        if self.book.is_done("removal", ids_key) and output_exists:
-            logger.info("removal: already complete for these duplicates, nothing to do")
-            removed = self.book.details("removal").get("removed", 0)
-        else:
-            if not (self.book.is_done("removal-started", ids_key) and output_exists):  # start over
-                for stale in (self.output_path, checkpoint):
-                    remove_tree(stale)
-                self.book.mark_done("removal-started", ids_key)
-            stages, id_column = id_reading_stages(
-                self.input_path, self.input_filetype, self.files_per_partition, self.id_field, self.cache_path
-            )
-            summary = self.book.run_stages("removal", [
-                *stages,
-                RemoveIdsStage(self.ids_to_remove_path, id_column, self.duplicate_id_field),
-                writer_class(self.output_path),
-            ], checkpoint)
-            counters = summary.counters
-            removed = counters.get("remove_duplicates.items_in", 0) - counters.get("remove_duplicates.items_out", 0)
-            self.book.mark_done("removal", ids_key, removed=removed)
+        stages, id_column = id_reading_stages(
+            self.input_path, self.input_filetype, self.files_per_partition, self.id_field, self.cache_path,
+            fingerprint=self.input_fingerprint,
+        )
+        settings = [ids_digest(self.ids_to_remove_path, self.duplicate_id_field), self.id_field, self.output_filetype]
+        details = self.book.run_partitioned("removal", [
+            *stages,
+            RemoveIdsStage(self.ids_to_remove_path, id_column, self.duplicate_id_field),
+            writer_class(self.output_path),
+        ], f"{self.cache_path}/checkpoints/removal", settings, self.output_path)
         return {
-            "num_duplicates_removed": removed,
+            "documents_kept": details["rows"],
             "final_output_path": self.output_path,
             "removal_time": time.monotonic() - started,
         }
@@ -157,6 +149,15 @@ def _id_files(url: str) -> list[str]:
     return [url] if fs.isfile(path) else parquet_files(url)
 
 
-def _content_digest(url: str) -> str:
-    fs, _ = fsspec.core.url_to_fs(url)
-    return digest([(file, fs.size(file), fs.checksum(file)) for file in _id_files(url)])
+def ids_digest(url: str, id_field: str) -> str:
+    """A digest of the listed ids themselves (sorted), not of the files that
+    hold them: duplicates written again with the same ids change nothing."""
+    files = _id_files(url)
+    if not files:
+        raise CuratorInputError(f"no duplicate id files at {url}; run identification first")
+    ids = pa.concat_arrays([read_parquet(file, [id_field]).column(0).combine_chunks() for file in files])
+    table = pa.table({"id": pc.take(ids, pc.sort_indices(ids))})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as stream:
+        stream.write_table(table)
+    return hashlib.sha256(sink.getvalue()).hexdigest()

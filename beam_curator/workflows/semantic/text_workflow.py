@@ -10,14 +10,9 @@ from beam_curator.models import DEFAULT_MODEL, choose_backend, make_embedding_ha
 from beam_curator.stages.io import ParquetWriter
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.transforms.embedding import EmbeddingStage
-from beam_curator.workflows.semantic.phases import digest
-from beam_curator.workflows.semantic.removal import (
-    TextDuplicatesRemovalWorkflow,
-    file_formats,
-    id_reading_stages,
-    input_listing,
-)
-from beam_curator.workflows.semantic.layout import parquet_files
+from beam_curator.stages.io.fingerprint import check_mode
+from beam_curator.workflows.semantic.preflight import check_input_files, check_writable_folders
+from beam_curator.workflows.semantic.removal import TextDuplicatesRemovalWorkflow, file_formats, id_reading_stages
 from beam_curator.workflows.semantic.workflow import SemanticDeduplicationWorkflow, WorkflowResult
 
 logger = logging.getLogger(__name__)
@@ -27,9 +22,13 @@ class TextSemanticDeduplicationWorkflow:
     """Semantic deduplication of text, from raw files to a clean dataset.
 
     Parameters follow NeMo Curator's workflow of the same name. The embedding
-    phase is checkpointed per input partition, k-means results are reused
+    phase is checkpointed per input file, k-means results are reused
     while the embeddings do not change, pairwise scoring is checkpointed per
     cluster and removal per input partition: interrupt it anywhere and rerun.
+    Files are followed by ``input_fingerprint`` (``"stat"``: size, time and
+    edge bytes; ``"content"``: every byte): a rerun after files were added,
+    changed or removed gives what a fresh run on the folder gives, embedding
+    only the added and changed files.
     """
 
     def __init__(
@@ -49,6 +48,7 @@ class TextSemanticDeduplicationWorkflow:
         embedding_batch_size: int | None = None,
         model_cache_dir: str | None = None,
         files_per_partition: int = 1,
+        input_fingerprint: str = "stat",
         n_clusters: int = 100,
         kmeans_max_iter: int = 300,
         kmeans_tol: float = 1e-4,
@@ -77,6 +77,7 @@ class TextSemanticDeduplicationWorkflow:
         self.text_field = text_field
         self.id_field = id_field
         self.files_per_partition = files_per_partition
+        self.input_fingerprint = check_mode(input_fingerprint) or "stat"
         self.perform_removal = perform_removal
         # The backend is resolved now, so that vLLM-only options go only to vLLM
         # ("auto" on a machine without a GPU picks sentence-transformers).
@@ -106,51 +107,62 @@ class TextSemanticDeduplicationWorkflow:
 
     def run(self) -> WorkflowResult:
         started = time.monotonic()
+        check_writable_folders({"output_path": self.output_path, "cache_path": self.cache_path})
+        check_input_files(self.input_path, self.input_filetype, self.text_field, self.id_field)
         book = self.semantic.book
         with book.timed("embedding"):
-            self._embed()
-        metadata = {"embedding_time": book.times["embedding"], "embeddings_path": f"{self.cache_path}/embeddings"}
-        metadata.update(self.semantic.run_phases())
+            embedded = self._embed()
+        metadata = {
+            "num_documents": embedded["rows"], "embedding_time": book.times["embedding"],
+            "embeddings_path": f"{self.cache_path}/embeddings",
+        }
+        metadata.update(self.semantic.run_phases(input_key=embedded["fingerprint"]))
         metadata["final_output_path"] = None
         if self.perform_removal and self.semantic.eps is not None:
             removal = TextDuplicatesRemovalWorkflow(
                 self.input_path, self.semantic.layout.duplicates, self.semantic.layout.deduplicated, self.cache_path,
                 self.input_filetype, self.output_filetype, self.id_field, "id", self.files_per_partition,
-                **self.runner,
+                self.input_fingerprint, **self.runner,
             ).run()
             metadata.update(removal)
+            # Every listed duplicate comes from the current input, once.
+            metadata["num_duplicates_removed"] = metadata["num_documents"] - removal["documents_kept"]
         metadata.setdefault("removal_time", 0.0)
         metadata["total_time"] = time.monotonic() - started
         logger.info(
-            "semantic dedup finished in %.1f s: %s duplicates, %s removed, output %s",
-            metadata["total_time"], metadata.get("num_duplicates"), metadata.get("num_duplicates_removed"),
-            metadata["final_output_path"],
+            "semantic dedup finished in %.1f s: %s documents, %s duplicates, %s removed, output %s",
+            metadata["total_time"], metadata["num_documents"], metadata.get("num_duplicates"),
+            metadata.get("num_duplicates_removed"), metadata["final_output_path"],
         )
         return WorkflowResult(metadata)
 
-    def _embed(self) -> None:
-        key = digest([
-            input_listing(self.input_path, self.input_filetype), self.text_field, self.id_field, self.embedding,
-            self.files_per_partition,
-        ])
-        book = self.semantic.book
-        if book.is_done("embedding", key):
-            logger.info("embedding: complete for this input and model, nothing to do")
-            return
+    def _vector_settings(self) -> list:
+        """Everything that changes the vectors (batch sizes do not)."""
+        engine = {key: value for key, value in self.embedding.items() if key != "max_batch_size"}
+        return [engine, self.text_field, self.id_field]
+
+    def _embed(self) -> dict[str, Any]:
+        """Embed each input file as a partition of its own, keyed by its
+        content fingerprint: a changed or added file is embedded alone, a
+        removed file's vectors are dropped, and a change of anything that
+        changes vectors (model, backend, limits, text or id field) embeds
+        everything again."""
         fields = [self.text_field] + ([self.id_field] if self.id_field else [])
         reading, id_column = id_reading_stages(
-            self.input_path, self.input_filetype, self.files_per_partition, self.id_field, self.cache_path, fields
+            self.input_path, self.input_filetype, 1, self.id_field, self.cache_path, fields, self.input_fingerprint
         )
         settings = dict(self.embedding)
         handler = make_embedding_handler(settings.pop("backend"), settings.pop("model_identifier"),
                                          **{k: v for k, v in settings.items() if v is not None})
-        book.run_stages("embedding", [
+        embeddings = f"{self.cache_path}/embeddings"
+        details = self.semantic.book.run_partitioned("embedding", [
             *reading,
             EmbeddingStage(handler, self.text_field),
-            ParquetWriter(f"{self.cache_path}/embeddings", fields=[id_column, "embedding"]),
-        ], f"{self.cache_path}/checkpoints/embedding")
-        if not parquet_files(f"{self.cache_path}/embeddings"):  # every input file was empty
+            ParquetWriter(embeddings, fields=[id_column, "embedding"]),
+        ], f"{self.cache_path}/checkpoints/embedding", self._vector_settings(), embeddings)
+        if not details["rows"]:  # every input file was empty
+            self.semantic.book.forget("embedding")
             raise CuratorInputError(
                 f"input {self.input_path!r} holds no records to deduplicate; check input_path and input_filetype"
             )
-        book.mark_done("embedding", key)
+        return details

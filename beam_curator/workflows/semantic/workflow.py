@@ -12,7 +12,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import fsspec
 import numpy as np
 
 from beam_curator.stages.io import ParquetReader, ParquetWriter
@@ -23,7 +22,7 @@ from beam_curator.workflows.semantic.clustering import (
     SampleRowsStage,
     check_unique_ids,
     count_rows,
-    fingerprint,
+    embeddings_fingerprint,
     fit_centroids,
     sample_fraction,
 )
@@ -102,7 +101,10 @@ class SemanticDeduplicationWorkflow:
         )
         self.cross_cluster_margin = cross_cluster_margin
         self.recall_sample = recall_sample
-        self.book = PhaseBook(self.layout.checkpoint("phases"), BeamSettings(runner, list(beam_args or []), runner_settings))
+        self.book = PhaseBook(
+            self.layout.checkpoint("phases"), BeamSettings(runner, list(beam_args or []), runner_settings),
+            {"cache": self.layout.cache_path, "output": self.layout.output_path},
+        )
 
     def run(self) -> WorkflowResult:
         started = time.monotonic()
@@ -110,12 +112,15 @@ class SemanticDeduplicationWorkflow:
         metadata["total_time"] = time.monotonic() - started
         return WorkflowResult(metadata)
 
-    def run_phases(self) -> dict[str, Any]:
+    def run_phases(self, input_key: str | None = None) -> dict[str, Any]:
+        """Every phase after embedding. ``input_key`` stands for the embeddings'
+        content when the caller produced them (the embedding phase's
+        fingerprint); otherwise the files are fingerprinted here."""
         files = parquet_files(self.input_path)
         if not files:
             raise FileNotFoundError(f"no embedding parquet files in {self.input_path}; run the embedding phase first")
         with self.book.timed("kmeans"):
-            cluster_key = self._cluster(files)
+            cluster_key = self._cluster(files, input_key or embeddings_fingerprint(self.input_path, files))
         with self.book.timed("pairwise"):
             pairwise_key = self._pairwise(cluster_key)
         metadata: dict[str, Any] = {
@@ -136,9 +141,12 @@ class SemanticDeduplicationWorkflow:
             metadata[f"{phase}_time"] = self.book.times.get(phase, 0.0)
         return metadata
 
-    def _cluster(self, files: list[str]) -> str:
+    def _cluster(self, files: list[str], input_key: str) -> str:
         margin = self.cross_cluster_margin if self.pairwise.cross_cluster else None
-        key = digest([fingerprint(files, self.kmeans), self.pairwise.cross_cluster, margin, self.pairwise.distance_metric])
+        key = digest([
+            input_key, asdict(self.kmeans), self.id_field, self.embedding_field, self.pairwise.cross_cluster, margin,
+            self.pairwise.distance_metric,
+        ])
         if self.book.is_done("kmeans", key):
             logger.info("k-means: embeddings and settings unchanged, reusing %s", self.layout.kmeans_results)
             return key
@@ -153,15 +161,16 @@ class SemanticDeduplicationWorkflow:
         self.book.run_stages("assign-clusters", [
             ParquetReader(files, files_per_partition=1, fields=[self.id_field, self.embedding_field]),
             AssignClustersStage(self.layout.centroids, self.id_field, self.embedding_field),
-            RangeFilesWriter(ranges, members, visitors, margin, distance),
+            RangeFilesWriter(self.layout.kmeans_results, ranges, members, visitors, margin, distance),
         ], self.layout.checkpoint("assign"))
         self.book.run_stages("group-by-cluster", [
             ListClusterRangesStage(ranges),
-            GroupByClusterStage([members, *([visitors] if visitors else [])]),
+            GroupByClusterStage(self.layout.kmeans_results, [members, *([visitors] if visitors else [])]),
         ], self.layout.checkpoint("group-by-cluster"))
         for by_range in (members.by_range, visiting.by_range):
             remove_tree(by_range)
-        self.book.mark_done("kmeans", key)
+        produced = [self.layout.centroids, members.by_cluster, *([visitors.by_cluster] if visitors else [])]
+        self.book.mark_done("kmeans", key, produced)
         return key
 
     def _fit(self, files: list[str], total_rows: int, key: str) -> None:
@@ -181,7 +190,7 @@ class SemanticDeduplicationWorkflow:
         ], self.layout.checkpoint("kmeans-sample"))
         centroids = fit_centroids(parquet_files(self.layout.kmeans_sample), *columns, self.kmeans)
         write_atomically(self.layout.centroids, lambda handle: np.save(handle, centroids))
-        self.book.mark_done("kmeans-fit", key, settings=asdict(self.kmeans))
+        self.book.mark_done("kmeans-fit", key, [self.layout.centroids], settings=asdict(self.kmeans))
 
     def _pairwise(self, cluster_key: str) -> str:
         key = digest([cluster_key, asdict(self.pairwise)])
@@ -198,20 +207,16 @@ class SemanticDeduplicationWorkflow:
             ClusterPairwiseStage(self.layout.by_nearest_center, visitors, self.pairwise),
             ParquetWriter(self.layout.pairwise_results),
         ], self.layout.checkpoint("pairwise"))
-        self.book.mark_done("pairwise", key)
+        self.book.mark_done("pairwise", key, [self.layout.pairwise_results])
         return key
 
     def _identify(self, pairwise_key: str) -> dict[str, Any]:
         """Duplicates at eps, or the analysis when eps is None. Reused while the
         scores, eps and output stay the same, so that a rerun rewrites nothing
         (and the removal phase, keyed on the duplicates, is skipped too)."""
-        key = digest([pairwise_key, self.eps, self.layout.output_path])
-        if self.eps is None:
-            written = f"{self.layout.analysis}/eps_table.csv"
-        else:
-            written = f"{self.layout.duplicates}/duplicates.parquet"
-        fs, path = fsspec.core.url_to_fs(written)
-        if self.book.is_done("identification", key) and fs.exists(path):
+        key = digest([pairwise_key, self.eps])
+        written = self.layout.analysis if self.eps is None else f"{self.layout.duplicates}/duplicates.parquet"
+        if self.book.is_done("identification", key):
             logger.info("identification: scores and eps unchanged, reusing %s", written)
             return self.book.details("identification")["results"]
         if self.eps is None:
@@ -222,5 +227,5 @@ class SemanticDeduplicationWorkflow:
             count = identify(self.layout.pairwise_results, self.eps, self.pairwise.which_to_keep, self.layout.duplicates)
             results = {"num_duplicates": count, "duplicates_path": self.layout.duplicates}
             logger.info("identified %d duplicates at eps=%s", count, self.eps)
-        self.book.mark_done("identification", key, results=results)
+        self.book.mark_done("identification", key, [written], results=results)
         return results

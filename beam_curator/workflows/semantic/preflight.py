@@ -1,0 +1,119 @@
+"""Checks that run before any expensive work: paths that cannot be written,
+and input whose ids or texts cannot work, found from each file's first
+record (a read of a few bytes per file) instead of hours into embedding."""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import uuid
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from beam_curator.stages.io.errors import CuratorInputError
+from beam_curator.stages.io.partitioning import expand_paths
+from beam_curator.workflows.semantic.removal import file_formats
+
+
+def check_writable_folders(folders: dict[str, str]) -> None:
+    """Each ``{parameter: folder}`` can be created and written."""
+    for parameter, url in folders.items():
+        fs, path = fsspec.core.url_to_fs(url)
+        ancestor, parent = path.rstrip("/"), None
+        while ancestor and ancestor != parent:
+            if fs.isfile(ancestor):
+                raise CuratorInputError(
+                    f"{parameter} {url!r} lies under {ancestor!r}, which is a file, not a folder; choose another path"
+                )
+            ancestor, parent = posixpath.dirname(ancestor), ancestor
+        probe = f"{path.rstrip('/')}/.probe-{uuid.uuid4().hex}"
+        try:
+            fs.makedirs(path, exist_ok=True)
+            with fs.open(probe, "wb") as handle:
+                handle.write(b"ok")
+            fs.rm(probe)
+        except OSError as error:
+            raise CuratorInputError(
+                f"{parameter} {url!r} is not writable ({error}); fix its permissions or choose another path"
+            ) from error
+
+
+def _first_jsonl_record(path: str) -> tuple[int, dict] | None:
+    with fsspec.open(path, "rb", compression="infer") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if raw.strip():
+                try:
+                    record = json.loads(raw)
+                except ValueError:
+                    return None  # the reader reports it, with its line, when it gets there
+                return (number, record) if isinstance(record, dict) else None
+    return None
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "string"
+    return "null" if value is None else type(value).__name__
+
+
+def _arrow_kind(kind: pa.DataType) -> str:
+    if pa.types.is_integer(kind):
+        return "integer"
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return "string"
+    if pa.types.is_floating(kind):
+        return "float"
+    return str(kind)
+
+
+def _first_kinds(path: str, filetype: str, fields: list[str]) -> tuple[str, dict[str, str]]:
+    """Where the first record is, and the kind of each field's value there."""
+    if filetype == "parquet":
+        with fsspec.open(path, "rb") as handle:
+            schema = pq.ParquetFile(handle).schema_arrow
+        return "schema", {field: _arrow_kind(schema.field(field).type) for field in fields if field in schema.names}
+    found = _first_jsonl_record(path)
+    if found is None:
+        return "", {}
+    number, record = found
+    return f"line {number}", {field: _kind(record[field]) for field in fields if field in record}
+
+
+def check_input_files(input_path: str | list[str], filetype: str, text_field: str, id_field: str | None) -> None:
+    """Texts must be strings; ids integers or strings, one kind across all files."""
+    reader, _ = file_formats(filetype)
+    first_of_kind: dict[str, str] = {}
+    for path in expand_paths(input_path, reader.extensions):
+        where, kinds = _first_kinds(path, filetype, [text_field] + ([id_field] if id_field else []))
+        text = kinds.get(text_field)
+        if text not in (None, "string", "null"):
+            raise CuratorInputError(
+                f"{path}, {where}: text_field {text_field!r} holds a {text}, not text; "
+                "point text_field at the column of texts, or fix the file"
+            )
+        if id_field is None or id_field not in kinds:
+            continue
+        kind = kinds[id_field]
+        if kind not in ("integer", "string"):
+            raise CuratorInputError(
+                f"{path}, {where}: id_field {id_field!r} holds a {kind}; ids must be integers or strings "
+                "(leave id_field unset to generate ids)"
+            )
+        first_of_kind.setdefault(kind, path)
+        if len(first_of_kind) > 1:
+            (one, first), (other, second) = first_of_kind.items()
+            raise CuratorInputError(
+                f"id_field {id_field!r} holds {one}s in {first} but {other}s in {second}; "
+                "ids must be of one kind across all files"
+            )
+
+
+
