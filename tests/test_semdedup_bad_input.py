@@ -27,10 +27,9 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run_text(input_path: Path | str, base: Path, **settings: object) -> None:
-    TextSemanticDeduplicationWorkflow(
-        str(input_path), str(base / "output"), str(base / "cache"), embedding_backend="sentence-transformers",
-        n_clusters=2, eps=0.01, runner="local", **settings,
-    ).run()
+    settings = {"embedding_backend": "sentence-transformers", "n_clusters": 2, "eps": 0.01, "runner": "local",
+                **settings}
+    TextSemanticDeduplicationWorkflow(str(input_path), str(base / "output"), str(base / "cache"), **settings).run()
 
 
 def run_embeddings(embeddings: Path, base: Path, **settings: object) -> None:
@@ -130,3 +129,89 @@ def test_eps_outside_zero_one_is_refused_before_any_work(tmp_path: Path, eps: fl
     with pytest.raises(ValueError, match=rf"eps must be in \[0, 1\) or None, got {eps}"):
         SemanticDeduplicationWorkflow(str(tmp_path / "embeddings"), str(tmp_path / "output"), eps=eps)
     assert not (tmp_path / "output").exists()
+
+
+def assert_nothing_embedded(base: Path) -> None:
+    assert not (base / "cache" / "embeddings").exists(), "the error must come before any embedding"
+
+
+@pytest.mark.parametrize("setting, value", [
+    ("n_clusters", 0), ("n_clusters", "10"), ("pairwise_batch_size", 0), ("pairwise_batch_size", 2.5),
+])
+def test_counts_that_are_not_positive_integers_are_refused_at_construction(tmp_path: Path, setting: str, value) -> None:
+    with pytest.raises(ValueError, match=rf"{setting} must be a positive integer, got {value!r}"):
+        TextSemanticDeduplicationWorkflow(str(tmp_path), str(tmp_path / "out"), str(tmp_path / "cache"),
+                                          **{setting: value})
+
+
+def test_more_clusters_than_records_is_refused_before_embedding(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "input" / "part-0.jsonl", records("a", 3))
+    with pytest.raises(CuratorInputError, match="n_clusters=5 is more than the 3 records"):
+        run_text(tmp_path / "input", tmp_path, n_clusters=5)
+    assert_nothing_embedded(tmp_path)
+
+
+def test_an_output_path_under_a_regular_file_is_refused_before_embedding(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "input" / "part-0.jsonl", records("a", 4))
+    (tmp_path / "taken").write_text("a file, not a folder")
+    with pytest.raises(CuratorInputError) as caught:
+        TextSemanticDeduplicationWorkflow(
+            str(tmp_path / "input"), str(tmp_path / "taken" / "output"), str(tmp_path / "cache"), n_clusters=2,
+        ).run()
+    assert f"output_path '{tmp_path / 'taken' / 'output'}' lies under '{tmp_path / 'taken'}', which is a file" in str(
+        caught.value)
+    assert_nothing_embedded(tmp_path)
+
+
+def test_an_unwritable_cache_path_is_refused_before_embedding(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "input" / "part-0.jsonl", records("a", 4))
+    with pytest.raises(CuratorInputError, match="cache_path '/proc/beam-curator-cache' is not writable"):
+        TextSemanticDeduplicationWorkflow(
+            str(tmp_path / "input"), str(tmp_path / "output"), "/proc/beam-curator-cache", n_clusters=2,
+        ).run()
+
+
+def test_float_ids_are_refused_before_embedding_naming_file_and_line(tmp_path: Path) -> None:
+    rows = [{"doc_id": 1.5 + i, "text": f"text {i}"} for i in range(4)]
+    file = write_jsonl(tmp_path / "input" / "part-0.jsonl", rows)
+    with pytest.raises(CuratorInputError) as caught:
+        run_text(tmp_path / "input", tmp_path, id_field="doc_id")
+    assert f"{file}, line 1: id_field 'doc_id' holds a float; ids must be integers or strings" in str(caught.value)
+    assert_nothing_embedded(tmp_path)
+
+
+def test_integer_ids_in_one_file_and_strings_in_another_name_both_files(tmp_path: Path) -> None:
+    ints = write_jsonl(tmp_path / "input" / "a.jsonl", [{"doc_id": i, "text": f"text {i}"} for i in range(3)])
+    strings = write_jsonl(tmp_path / "input" / "b.jsonl", records("b", 3))
+    with pytest.raises(CuratorInputError) as caught:
+        run_text(tmp_path / "input", tmp_path, id_field="doc_id")
+    assert f"holds integers in {ints} but strings in {strings}" in str(caught.value)
+    assert_nothing_embedded(tmp_path)
+
+
+@pytest.mark.parametrize("text, kind", [(42, "int"), (["a", "list"], "list")])
+def test_a_text_that_is_not_a_string_names_file_line_and_id(tmp_path: Path, text, kind: str) -> None:
+    rows = records("a", 5)
+    rows[3]["text"] = text
+    file = write_jsonl(tmp_path / "input" / "part-0.jsonl", rows)
+    with pytest.raises(CuratorInputError) as caught:
+        run_text(tmp_path / "input", tmp_path, id_field="doc_id")
+    message = str(caught.value)
+    assert f"{file}: line 4: field 'text' holds a {kind} where line 1 holds a str" in message
+    assert '"doc_id": "a3"' in message
+
+
+def test_a_first_text_that_is_a_number_is_refused_before_embedding(tmp_path: Path) -> None:
+    file = write_jsonl(tmp_path / "input" / "part-0.jsonl", [{"doc_id": "x", "text": 7}, *records("a", 3)])
+    with pytest.raises(CuratorInputError, match=rf"{file}, line 1: text_field 'text' holds a integer, not text"):
+        run_text(tmp_path / "input", tmp_path, id_field="doc_id")
+    assert_nothing_embedded(tmp_path)
+
+
+def test_an_unreadable_embeddings_file_is_named(tmp_path: Path) -> None:
+    vectors = np.random.default_rng(0).normal(size=(4, 8))
+    embeddings = write_embeddings(tmp_path / "embeddings", ["x0", "x1", "x2", "x3"], vectors)
+    (embeddings / "part-001.parquet").write_bytes(b"PAR1 but not really parquet")
+    with pytest.raises(CuratorInputError) as caught:
+        run_embeddings(embeddings, tmp_path, n_clusters=2)
+    assert f"{embeddings / 'part-001.parquet'} cannot be read" in str(caught.value)

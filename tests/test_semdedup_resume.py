@@ -25,13 +25,16 @@ sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 from semdedup_helpers import (  # noqa: E402
     SCRIPTS_DIR,
     captured_logs,
+    copy_corpus,
     duplicate_ids,
     jsonl_rows,
+    kept_rows,
     short_notes,
     write_embeddings,
     write_jsonl,
 )
 from semdedup_resume_run import N_CLUSTERS, workflow  # noqa: E402
+from semdedup_text_run import workflow as text_workflow  # noqa: E402
 
 from beam_curator.checkpoint import open_store  # noqa: E402
 from beam_curator.workflows import TextSemanticDeduplicationWorkflow  # noqa: E402
@@ -53,13 +56,13 @@ def scored_clusters(folder: Path) -> list[Path]:
     return [path for path in folder.glob("*.parquet") if not path.name.startswith(".")] if folder.exists() else []
 
 
-def kill_once(command: list[str], progress: Callable[[], int], log: Path) -> None:
+def kill_once(command: list[str], progress: Callable[[], int], log: Path, at: int = 20) -> None:
     """Start the run and SIGKILL it once ``progress()`` (outputs of the phase
-    under test, of 200) reaches 20."""
+    under test) reaches ``at``."""
     with open(log, "wb") as handle:
         process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 120
-    while progress() < 20:
+    deadline = time.monotonic() + 240
+    while progress() < at:
         assert process.poll() is None, f"the run ended before it could be killed:\n{log.read_text()[-3000:]}"
         assert time.monotonic() < deadline, "the phase under test wrote nothing"
         time.sleep(0.01)
@@ -148,3 +151,31 @@ def test_a_rerun_after_files_were_added_embeds_only_them_and_deduplicates_everyt
     assert removed < {"d2", "copy-of-d2"}
     kept = {row["doc_id"] for file in (tmp_path / "output" / "deduplicated").glob("*.jsonl") for row in jsonl_rows(file)}
     assert kept == {row["doc_id"] for row in notes[:7] + added} - removed
+
+
+def test_a_run_killed_while_embedding_resumes_per_input_file(tmp_path: Path) -> None:
+    """The longest phase: files embedded before the kill are not embedded again."""
+    files = tuple(f"part-0000{i}.jsonl" for i in range(4))
+    input_dir = copy_corpus(tmp_path / "input", files)
+    output, cache = tmp_path / "output", tmp_path / "cache"
+    embeddings = cache / "embeddings"
+    command = [sys.executable, str(SCRIPTS_DIR / "semdedup_text_run.py"), str(input_dir), str(output), str(cache)]
+
+    kill_once(command, lambda: len(scored_clusters(embeddings)), tmp_path / "killed.log", at=2)
+    embedded = {path: path.stat().st_mtime_ns for path in scored_clusters(embeddings)}
+    assert 2 <= len(embedded) < len(files), f"expected a run stopped midway, {len(embedded)} files embedded"
+
+    rerun = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    found = re.search(r"embedding: (\d+) partitions pending, (\d+) skipped as complete", rerun.stderr)
+    done = int(found[2])
+    assert done >= 2 and int(found[1]) == len(files) - done
+    unchanged = [path for path, mtime in embedded.items() if path.exists() and path.stat().st_mtime_ns == mtime]
+    assert len(unchanged) >= done, "a file embedded before the kill was embedded again"
+
+    text_workflow(str(input_dir), str(tmp_path / "reference"), str(tmp_path / "reference_cache")).run()
+    assert kept_rows(output) == kept_rows(tmp_path / "reference")
+    pd.testing.assert_frame_equal(
+        duplicate_ids(output).sort_values("id", ignore_index=True),
+        duplicate_ids(tmp_path / "reference").sort_values("id", ignore_index=True),
+    )

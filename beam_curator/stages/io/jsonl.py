@@ -18,7 +18,7 @@ class JsonlReaderStage(FileReaderStage):
     name = "jsonl_reader"
 
     def read_file(self, path: str) -> tuple[pa.Table, int]:
-        records, skipped = [], 0
+        records, lines, skipped = [], [], 0
         with fsspec.open(path, "rb", compression="infer") as handle:
             for number, raw in enumerate(handle, start=1):
                 record = self._parse(path, number, raw)
@@ -26,12 +26,13 @@ class JsonlReaderStage(FileReaderStage):
                     skipped += raw.strip() != b""
                     continue
                 records.append(record)
+                lines.append(number)
         if not records:
             return pa.table({name: pa.array([], pa.string()) for name in self.fields or []}), skipped
         try:
             return pa.Table.from_pylist(records), skipped
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
-            raise CuratorInputError(f"{path}: records have inconsistent types ({error}); make each field one type") from error
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
+            raise CuratorInputError(f"{path}: {_first_odd_record(records, lines)}; make each field one type") from error
 
     def _parse(self, path: str, number: int, raw: bytes) -> dict | None:
         if not raw.strip():
@@ -55,6 +56,23 @@ class JsonlReaderStage(FileReaderStage):
             self.bad_record(path, where, f"missing field(s) {', '.join(missing)}")
             return None
         return {name: record[name] for name in self.fields}
+
+
+def _first_odd_record(records: list[dict], lines: list[int]) -> str:
+    """Where a field first holds another kind of value than on the first
+    line that has it, with the record (so its id) shown."""
+    first: dict[str, tuple[str, int]] = {}
+    for record, line in zip(records, lines):
+        for name, value in record.items():
+            kind = type(value).__name__
+            if value is None:
+                continue
+            seen = first.setdefault(name, (kind, line))
+            if {seen[0], kind} not in ({kind}, {"int", "float"}):
+                shown = json.dumps(record, default=str)
+                shown = shown if len(shown) <= 160 else shown[:157] + "..."
+                return f"line {line}: field {name!r} holds a {kind} where line {seen[1]} holds a {seen[0]} ({shown})"
+    return "records have inconsistent types"
 
 
 class JsonlReader(FileReader):

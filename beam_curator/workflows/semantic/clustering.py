@@ -17,7 +17,6 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from beam_curator.checkpoint.files import relative_name
 from beam_curator.dedup.semantic.kmeans import assign, fit_kmeans
@@ -27,7 +26,7 @@ from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.fingerprint import file_fingerprint
 from beam_curator.tasks import DocumentBatch
-from beam_curator.workflows.semantic.layout import read_parquet
+from beam_curator.workflows.semantic.layout import parquet_metadata, read_parquet
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +75,7 @@ def embeddings_fingerprint(folder: str, files: list[str]) -> str:
 
 def _checked_rows(path: str, columns: list[str]) -> int:
     """Rows of one embeddings file, once it is known to hold the columns the workflow reads."""
-    with fsspec.open(path, "rb") as handle:
-        metadata = pq.ParquetFile(handle).metadata
+    metadata = parquet_metadata(path)
     names = metadata.schema.to_arrow_schema().names
     missing = [column for column in columns if column not in names]
     if missing:

@@ -83,6 +83,11 @@ class AssignIdsStage(ProcessingStage):
             table = table.append_column(GENERATED_ID, pc.add(numbers, table.column(ROW_COLUMN)))
         else:
             ids = table.column(self.id_field)
+            if not (pa.types.is_integer(ids.type) or pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type)):
+                raise CuratorInputError(
+                    f"{task._metadata.get('source_files')}: id_field {self.id_field!r} holds {ids.type} values "
+                    f"(e.g. {ids[0].as_py()!r}); ids must be integers or strings (leave id_field unset to generate ids)"
+                )
             if ids.null_count:
                 raise CuratorInputError(
                     f"{task._metadata.get('source_files')}: {ids.null_count} record(s) have no {self.id_field!r}; "

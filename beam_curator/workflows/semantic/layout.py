@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 import fsspec
 import pyarrow as pa
@@ -30,9 +32,20 @@ def parquet_files(url: str) -> list[str]:
 def read_parquet(url: str, columns: list[str] | None = None) -> pa.Table:
     """One parquet file, opened through fsspec so that any filesystem it knows
     works; one that cannot be read is an error naming it."""
+    with _readable(url), fsspec.open(url, "rb") as handle:
+        return pq.read_table(handle, columns=columns)
+
+
+def parquet_metadata(url: str) -> pq.FileMetaData:
+    """The footer of one parquet file (row count, schema); an error naming it if unreadable."""
+    with _readable(url), fsspec.open(url, "rb") as handle:
+        return pq.ParquetFile(handle).metadata
+
+
+@contextmanager
+def _readable(url: str) -> Iterator[None]:
     try:
-        with fsspec.open(url, "rb") as handle:
-            return pq.read_table(handle, columns=columns)
+        yield
     except (pa.ArrowException, OSError) as error:
         raise CuratorInputError(
             f"{url} cannot be read ({error}); if it is in the cache, delete it and rerun to compute it again, "

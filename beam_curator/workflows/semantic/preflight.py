@@ -10,10 +10,10 @@ import uuid
 
 import fsspec
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.partitioning import expand_paths
+from beam_curator.workflows.semantic.layout import parquet_metadata
 from beam_curator.workflows.semantic.removal import file_formats
 
 
@@ -77,14 +77,43 @@ def _arrow_kind(kind: pa.DataType) -> str:
 def _first_kinds(path: str, filetype: str, fields: list[str]) -> tuple[str, dict[str, str]]:
     """Where the first record is, and the kind of each field's value there."""
     if filetype == "parquet":
-        with fsspec.open(path, "rb") as handle:
-            schema = pq.ParquetFile(handle).schema_arrow
+        schema = parquet_metadata(path).schema.to_arrow_schema()
         return "schema", {field: _arrow_kind(schema.field(field).type) for field in fields if field in schema.names}
     found = _first_jsonl_record(path)
     if found is None:
         return "", {}
     number, record = found
     return f"line {number}", {field: _kind(record[field]) for field in fields if field in record}
+
+
+def _records(path: str, filetype: str, enough: int) -> int:
+    """Records in a file, counting no further than ``enough``."""
+    if filetype == "parquet":
+        return parquet_metadata(path).num_rows
+    count = 0
+    with fsspec.open(path, "rb", compression="infer") as handle:
+        for raw in handle:
+            count += bool(raw.strip())
+            if count >= enough:
+                break
+    return count
+
+
+def check_enough_records(input_path: str | list[str], filetype: str, n_clusters: int) -> None:
+    """At least ``n_clusters`` records (reading only until that many are found)."""
+    reader, _ = file_formats(filetype)
+    found = 0
+    for path in expand_paths(input_path, reader.extensions):
+        found += _records(path, filetype, n_clusters - found)
+        if found >= n_clusters:
+            return
+    if not found:
+        raise CuratorInputError(
+            f"input {input_path!r} holds no records to deduplicate; check input_path and input_filetype"
+        )
+    raise CuratorInputError(
+        f"n_clusters={n_clusters} is more than the {found} records in {input_path!r}; pass n_clusters <= {found}"
+    )
 
 
 def check_input_files(input_path: str | list[str], filetype: str, text_field: str, id_field: str | None) -> None:

@@ -11,7 +11,11 @@ from beam_curator.stages.io import ParquetWriter
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.transforms.embedding import EmbeddingStage
 from beam_curator.stages.io.fingerprint import check_mode
-from beam_curator.workflows.semantic.preflight import check_input_files, check_writable_folders
+from beam_curator.workflows.semantic.preflight import (
+    check_enough_records,
+    check_input_files,
+    check_writable_folders,
+)
 from beam_curator.workflows.semantic.removal import TextDuplicatesRemovalWorkflow, file_formats, id_reading_stages
 from beam_curator.workflows.semantic.workflow import SemanticDeduplicationWorkflow, WorkflowResult
 
@@ -109,6 +113,7 @@ class TextSemanticDeduplicationWorkflow:
         started = time.monotonic()
         check_writable_folders({"output_path": self.output_path, "cache_path": self.cache_path})
         check_input_files(self.input_path, self.input_filetype, self.text_field, self.id_field)
+        check_enough_records(self.input_path, self.input_filetype, self.semantic.kmeans.n_clusters)
         book = self.semantic.book
         with book.timed("embedding"):
             embedded = self._embed()

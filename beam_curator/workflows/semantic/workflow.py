@@ -38,6 +38,7 @@ from beam_curator.workflows.semantic.layout import CacheLayout, parquet_files
 from beam_curator.workflows.semantic.pairwise_phase import ClusterPairwiseStage, ListClustersStage, PairwiseSettings
 from beam_curator.workflows.semantic.recall_phase import RECALL_EPS, measure_recall
 from beam_curator.workflows.semantic.phases import BeamSettings, PhaseBook, digest, remove_tree
+from beam_curator.workflows.semantic.preflight import check_writable_folders
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +91,10 @@ class SemanticDeduplicationWorkflow:
     ) -> None:
         if eps is not None and not 0 <= eps < 1:
             raise ValueError(f"eps must be in [0, 1) or None, got {eps}")
+        for name, value in (("n_clusters", n_clusters), ("pairwise_batch_size", pairwise_batch_size),
+                            ("kmeans_max_iter", kmeans_max_iter)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
         self.input_path = input_path
         self.layout = CacheLayout(cache_path or f"{output_path.rstrip('/')}/cache", output_path)
         self.id_field = id_field
@@ -116,6 +121,8 @@ class SemanticDeduplicationWorkflow:
         """Every phase after embedding. ``input_key`` stands for the embeddings'
         content when the caller produced them (the embedding phase's
         fingerprint); otherwise the files are fingerprinted here."""
+        if input_key is None:
+            check_writable_folders({"output_path": self.layout.output_path, "cache_path": self.layout.cache_path})
         files = parquet_files(self.input_path)
         if not files:
             raise FileNotFoundError(f"no embedding parquet files in {self.input_path}; run the embedding phase first")
