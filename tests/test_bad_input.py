@@ -59,10 +59,11 @@ def test_a_bad_line_names_file_line_and_stage(tmp_path: Path, line: bytes, probl
     assert completed(tmp_path) == set()
 
 
-def test_records_of_inconsistent_types_name_the_file(tmp_path: Path) -> None:
+def test_records_of_inconsistent_types_name_the_file_line_and_record(tmp_path: Path) -> None:
     mixed = tmp_path / "mixed.jsonl"
-    mixed.write_text('{"text": "a"}\n{"text": 5}\n')
-    with pytest.raises(CuratorInputError, match=f"{mixed}: records have inconsistent types"):
+    mixed.write_text('{"text": "a"}\n\n{"id": 7, "text": 5}\n')
+    expected = f"{mixed}: line 3: field 'text' holds a int where line 1 holds a str" + r' \({"id": 7, "text": 5}\)'
+    with pytest.raises(CuratorInputError, match=expected):
         run_stage(JsonlReaderStage(), [FileGroupTask(data=[str(mixed)])])
 
 
