@@ -18,6 +18,7 @@ from apache_beam.metrics import Metrics
 from beam_curator.checkpoint import CheckpointStore
 from beam_curator.runners.gpu import pin_worker_gpu
 from beam_curator.stages import ProcessingStage
+from beam_curator.stages.resources import Resources
 from beam_curator.stages.lineage import StepOutcome, derive, derive_batch, derive_sources
 from beam_curator.tasks import Task
 
@@ -41,7 +42,7 @@ class _StageDoFn(beam.DoFn):
         self.completed = Metrics.counter(NAMESPACE, "partitions_completed")
 
     def setup(self) -> None:
-        if self.stage.resources.get("gpus"):
+        if Resources.of(self.stage.resources).requires_gpu:
             pin_worker_gpu()
         self.stage.setup()
 

@@ -11,10 +11,12 @@ import numpy as np
 import torch
 
 from beam_curator.dedup.semantic.device import resolve_device
+from beam_curator.dedup.semantic.kmeans_seeding import InitOptions
 
 
 def fit_cuml(
-    sample: np.ndarray, k: int, max_iter: int, tol: float, seed: int, device: str | torch.device | None
+    sample: np.ndarray, k: int, max_iter: int, tol: float, seed: int, device: str | torch.device | None,
+    init: InitOptions = InitOptions(),
 ) -> tuple[np.ndarray, int, float]:
     """Centroids, number of centroid updates and inertia of a seeded fit to
     ``sample`` on a CUDA ``device`` (default: the first GPU)."""
@@ -30,8 +32,11 @@ def fit_cuml(
             max_iter=max_iter,
             tol=tol,
             random_state=seed,
-            init="scalable-k-means++",
-            n_init=1,
+            init=init.init if not isinstance(init.init, str) else {
+                "k-means||": "scalable-k-means++", "k-means++": "k-means++", "random": "random"}[init.init],
+            n_init=init.starts(),
+            oversampling_factor=init.oversampling_factor,
+            max_samples_per_batch=init.max_samples_per_batch or 1 << 15,
             output_type="numpy",
         )
         model.fit(sample)

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from beam_curator.dedup.semantic.kmeans import assign, fit_kmeans
+from beam_curator.dedup.semantic.kmeans import InitOptions, assign, fit_kmeans
 from beam_curator.dedup.semantic.normalize import l2_normalize
 from beam_curator.dedup.semantic.ranking import uniform_by_id
 from beam_curator.stages import ProcessingStage
@@ -38,6 +38,14 @@ class KMeansSettings:
     seed: int = 42
     max_sample_bytes: int = 2 << 30
     backend: str = "auto"
+    init: str | tuple = "k-means||"
+    n_init: int | str = 1
+    oversampling_factor: float = 2.0
+    max_samples_per_batch: int = 1 << 15
+
+    def init_options(self) -> InitOptions:
+        init = self.init if isinstance(self.init, str) else np.asarray(self.init, dtype=np.float32)
+        return InitOptions(init, self.n_init, self.oversampling_factor, self.max_samples_per_batch)
 
 
 def embedding_matrix(table: pa.Table, id_column: str, embedding_column: str) -> tuple[np.ndarray, np.ndarray]:
@@ -144,7 +152,7 @@ def fit_centroids(sample_files: list[str], id_column: str, embedding_column: str
     logger.info("k-means: fitting %d clusters on a sample of %d documents", settings.n_clusters, len(sample))
     model = fit_kmeans(
         sample, settings.n_clusters, max_iter=settings.max_iter, tol=settings.tol, seed=settings.seed,
-        backend=settings.backend,
+        backend=settings.backend, init=settings.init_options(),
     )
     logger.info("k-means: %s backend, %d iterations, inertia %.4g", model.backend, model.n_iter, model.inertia)
     return model.centroids

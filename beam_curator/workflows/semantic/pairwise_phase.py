@@ -17,6 +17,10 @@ from beam_curator.workflows.semantic.clustering import embedding_matrix
 from beam_curator.workflows.semantic.layout import parquet_files, read_parquet
 
 
+# Hive keys of the folders of each cluster's members and visitors (see grouping).
+MEMBERS_KEY, VISITORS_KEY = "nearest_cent", "second_nearest_cent"
+
+
 @dataclass
 class ClusterTask(Task[int]):
     """One k-means cluster; its id is the cluster number, so it is stable across runs."""
@@ -42,7 +46,7 @@ class ListClustersStage(ProcessingStage):
 
     def process(self, task: Task) -> list[ClusterTask]:
         fs, path = fsspec.core.url_to_fs(self.by_center)
-        folders = fs.glob(f"{path}/nearest_cent=*")
+        folders = fs.glob(f"{path}/{MEMBERS_KEY}=*")
         clusters = sorted(int(folder.rsplit("=", 1)[1]) for folder in folders)
         return [ClusterTask(dataset_name="clusters", data=cluster) for cluster in clusters]
 
@@ -69,9 +73,9 @@ class ClusterPairwiseStage(ProcessingStage):
         self.visitors = visitors
         self.settings = settings
 
-    def _load(self, root: str, cluster: int) -> tuple | None:
+    def _load(self, folder: str) -> tuple | None:
         s = self.settings
-        table = read_folder(f"{root}/nearest_cent={cluster}")
+        table = read_folder(folder)
         if table is None or table.num_rows == 0:
             return None
         ids, vectors = embedding_matrix(table, s.id_column, s.embedding_column)
@@ -83,14 +87,14 @@ class ClusterPairwiseStage(ProcessingStage):
 
     def process(self, task: ClusterTask) -> DocumentBatch:
         s = self.settings
-        members = self._load(self.by_center, task.data)
+        members = self._load(f"{self.by_center}/{MEMBERS_KEY}={task.data}")
         if members is None:
             return DocumentBatch(dataset_name="pairwise", data=pd.DataFrame({"id": [], "max_id": [], "cosine_sim_score": []}))
         ids, vectors, keys = members
         frame = semdedup_cluster_by_keys(ids, vectors, keys, s.which_to_keep, s.batch_size)
         frame["pass"] = "cluster"
         if self.visitors is not None:
-            visitors = self._load(self.visitors, task.data)
+            visitors = self._load(f"{self.visitors}/{VISITORS_KEY}={task.data}")
             if visitors is not None:
                 cross = cross_cluster_scores(ids, vectors, keys, *visitors, s.which_to_keep, s.batch_size)
                 cross["pass"] = "cross"

@@ -138,7 +138,9 @@ class TextDuplicatesRemovalWorkflow:
             )
             summary = self.book.run_stages("removal", [
                 *stages,
-                RemoveIdsStage(self.ids_to_remove_path, id_column, self.duplicate_id_field),
+                # Only ids we generated are dropped; a user's own column keeps its name, even NeMo's default one.
+                RemoveIdsStage(self.ids_to_remove_path, id_column, self.duplicate_id_field,
+                               drop_columns=(GENERATED_ID,) if self.id_field is None else ()),
                 writer_class(self.output_path),
             ], checkpoint)
             counters = summary.counters
