@@ -42,6 +42,8 @@ class KMeansSettings:
     n_init: int | str = 1
     oversampling_factor: float = 2.0
     max_samples_per_batch: int = 1 << 15
+    fit_data_fraction: float | None = None
+    embedding_dim: int | None = None
 
     def init_options(self) -> InitOptions:
         init = self.init if isinstance(self.init, str) else np.asarray(self.init, dtype=np.float32)
@@ -93,15 +95,17 @@ def _checked_rows(path: str, columns: list[str]) -> int:
     return metadata.num_rows
 
 
-def count_rows(files: list[str], id_column: str, embedding_column: str) -> int:
+def count_rows(files: list[str], *columns: str) -> int:
     """Documents in the embeddings files, from their footers; checks that each
-    file holds the columns the workflow reads."""
-    return sum(_checked_rows(path, [id_column, embedding_column]) for path in files)
+    file holds the ``columns`` the workflow reads."""
+    return sum(_checked_rows(path, list(columns)) for path in files)
 
 
 def sample_fraction(files: list[str], total_rows: int, embedding_column: str, settings: KMeansSettings) -> float:
-    """The share of the ``total_rows`` documents whose float32 vectors fill
-    ``max_sample_bytes`` (at most 1). Reads one file's vectors, not the data."""
+    """The share of the ``total_rows`` documents k-means is fitted on: those
+    whose float32 vectors fill ``max_sample_bytes``, at most
+    ``fit_data_fraction`` (NeMo Curator's setting), at most 1. Reads one
+    file's vectors, not the data."""
     if total_rows == 0:
         raise ValueError("no documents were embedded; check input_path and the text field")
     if settings.n_clusters > total_rows:
@@ -111,7 +115,12 @@ def sample_fraction(files: list[str], total_rows: int, embedding_column: str, se
         )
     first = read_parquet(files[0], [embedding_column])
     dims = len(first.column(0)[0]) if first.num_rows else 1
-    return min(1.0, settings.max_sample_bytes / (total_rows * dims * 4))
+    if settings.embedding_dim is not None and first.num_rows and dims != settings.embedding_dim:
+        raise ValueError(
+            f"{files[0]} holds {dims}-dimensional {embedding_column!r} vectors but embedding_dim={settings.embedding_dim}; "
+            "set embedding_dim to the model's dimension (or leave it unset)"
+        )
+    return min(1.0, settings.max_sample_bytes / (total_rows * dims * 4), settings.fit_data_fraction or 1.0)
 
 
 class SampleRowsStage(ProcessingStage):

@@ -9,7 +9,7 @@ import pandas as pd
 import pyarrow as pa
 
 from beam_curator.dedup.semantic.cross_cluster import cross_cluster_scores
-from beam_curator.dedup.semantic.pairwise import semdedup_cluster_by_keys
+from beam_curator.dedup.semantic.pairwise import ID, MAX_ID, SCORE, semdedup_cluster_by_keys
 from beam_curator.dedup.semantic.ranking import rank_keys
 from beam_curator.stages import ProcessingStage
 from beam_curator.tasks import DocumentBatch, Task
@@ -54,7 +54,7 @@ class ListClustersStage(ProcessingStage):
 @dataclass
 class PairwiseSettings:
     id_column: str
-    embedding_column: str = "embedding"
+    embedding_column: str = "embeddings"
     which_to_keep: str = "hard"
     distance_metric: str = "cosine"
     batch_size: int = 1024
@@ -92,12 +92,13 @@ class ClusterPairwiseStage(ProcessingStage):
             return DocumentBatch(dataset_name="pairwise", data=pd.DataFrame({"id": [], "max_id": [], "cosine_sim_score": []}))
         ids, vectors, keys = members
         frame = semdedup_cluster_by_keys(ids, vectors, keys, s.which_to_keep, s.batch_size)
+        if self.visitors is None:  # NeMo Curator's columns; the rest only serves combining passes
+            return DocumentBatch(dataset_name="pairwise", data=frame[[ID, MAX_ID, SCORE]])
         frame["pass"] = "cluster"
-        if self.visitors is not None:
-            visitors = self._load(f"{self.visitors}/{VISITORS_KEY}={task.data}")
-            if visitors is not None:
-                cross = cross_cluster_scores(ids, vectors, keys, *visitors, s.which_to_keep, s.batch_size)
-                cross["pass"] = "cross"
-                frame = pd.concat([frame, cross], ignore_index=True)
+        visitors = self._load(f"{self.visitors}/{VISITORS_KEY}={task.data}")
+        if visitors is not None:
+            cross = cross_cluster_scores(ids, vectors, keys, *visitors, s.which_to_keep, s.batch_size)
+            cross["pass"] = "cross"
+            frame = pd.concat([frame, cross], ignore_index=True)
         frame["cluster"] = task.data
         return DocumentBatch(dataset_name="pairwise", data=frame)

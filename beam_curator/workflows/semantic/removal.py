@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from typing import Any
@@ -16,6 +17,7 @@ from beam_curator.stages.io.partitioning import expand_paths
 from beam_curator.tasks import DocumentBatch
 from beam_curator.workflows.semantic.ids import FILE_COLUMN, GENERATED_ID, ROW_COLUMN, AssignIdsStage, FileRegistry
 from beam_curator.workflows.semantic.layout import parquet_files, read_parquet
+from beam_curator.workflows.semantic.parameters import check_runner_settings, pick
 from beam_curator.workflows.semantic.phases import BeamSettings, PhaseBook, digest, remove_tree
 
 logger = logging.getLogger(__name__)
@@ -98,11 +100,18 @@ class TextDuplicatesRemovalWorkflow:
         output_filetype: str | None = None,
         id_field: str | None = None,
         duplicate_id_field: str = "id",
-        files_per_partition: int = 1,
+        files_per_partition: int | None = None,
+        output_fields: list[str] | None = None,
+        input_files_per_partition: int | None = None,
         runner: str | None = "local",
         beam_args: list[str] | None = None,
         **runner_settings: object,
     ) -> None:
+        owner = type(self).__name__
+        check_runner_settings(owner, runner, runner_settings, list(inspect.signature(type(self).__init__).parameters))
+        files_per_partition = pick(owner, 1, files_per_partition=files_per_partition,
+                                   input_files_per_partition=input_files_per_partition)
+        self.output_fields = output_fields
         self.input_path = input_path
         self.ids_to_remove_path = ids_to_remove_path
         self.output_path = output_path.rstrip("/")
@@ -120,7 +129,7 @@ class TextDuplicatesRemovalWorkflow:
         _, writer_class = file_formats(self.output_filetype)
         ids_key = digest([
             _content_digest(self.ids_to_remove_path), input_listing(self.input_path, self.input_filetype),
-            self.output_path,
+            self.output_path, self.output_fields,
         ])
         checkpoint = f"{self.cache_path.rstrip('/')}/checkpoints/removal"
         fs, output = fsspec.core.url_to_fs(self.output_path)
@@ -141,7 +150,7 @@ class TextDuplicatesRemovalWorkflow:
                 # Only ids we generated are dropped; a user's own column keeps its name, even NeMo's default one.
                 RemoveIdsStage(self.ids_to_remove_path, id_column, self.duplicate_id_field,
                                drop_columns=(GENERATED_ID,) if self.id_field is None else ()),
-                writer_class(self.output_path),
+                writer_class(self.output_path, fields=self.output_fields),
             ], checkpoint)
             counters = summary.counters
             removed = counters.get("remove_duplicates.items_in", 0) - counters.get("remove_duplicates.items_out", 0)

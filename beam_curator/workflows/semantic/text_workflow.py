@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
+import os
 import time
 from typing import Any
 
@@ -10,7 +12,9 @@ from beam_curator.models import DEFAULT_MODEL, choose_backend, make_embedding_ha
 from beam_curator.stages.io import ParquetWriter
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.transforms.embedding import EmbeddingStage
-from beam_curator.workflows.semantic.phases import digest
+from beam_curator.workflows.semantic.ids import GENERATED_ID
+from beam_curator.workflows.semantic.parameters import apply_storage_options, check_runner_settings, pick
+from beam_curator.workflows.semantic.phases import digest, remove_tree
 from beam_curator.workflows.semantic.removal import (
     TextDuplicatesRemovalWorkflow,
     file_formats,
@@ -36,48 +40,101 @@ class TextSemanticDeduplicationWorkflow:
         self,
         input_path: str | list[str],
         output_path: str,
-        cache_path: str,
+        cache_path: str | None = None,
         input_filetype: str = "jsonl",
         text_field: str = "text",
         id_field: str | None = None,
+        embedding_field: str = "embeddings",
         model_identifier: str = DEFAULT_MODEL,
         embedding_backend: str = "auto",
         embedding_pretokenize: bool = False,
         embedding_vllm_init_kwargs: dict[str, Any] | None = None,
+        vllm_init_kwargs: dict[str, Any] | None = None,
         embedding_max_chars: int | None = None,
         embedding_max_tokens: int | None = None,
         embedding_batch_size: int | None = None,
         model_cache_dir: str | None = None,
-        files_per_partition: int = 1,
+        embedding_model_cache_dir: str | None = None,
+        hf_token: str | None = None,
+        embedding_dim: int | None = None,
+        metadata_fields: list[str] | None = None,
+        files_per_partition: int | None = None,
+        input_files_per_partition: int | None = None,
+        input_blocksize: int | str | None = None,
+        input_file_extensions: list[str] | None = None,
+        use_id_generator: bool = False,
+        id_generator_state_file: str | None = None,
         n_clusters: int = 100,
         kmeans_max_iter: int = 300,
         kmeans_tol: float = 1e-4,
+        kmeans_random_state: int | None = None,
+        kmeans_init: str = "k-means||",
+        kmeans_n_init: int | str = 1,
+        kmeans_oversampling_factor: float = 2.0,
+        kmeans_max_samples_per_batch: int = 1 << 15,
+        kmeans_fit_data_fraction: float | None = None,
         kmeans_max_sample_bytes: int = 2 << 30,
         kmeans_backend: str = "auto",
         eps: float | None = 0.01,
         which_to_keep: str = "hard",
         distance_metric: str = "cosine",
         pairwise_batch_size: int = 1024,
+        _duplicates_num_row_groups_hint: int | None = None,
         cross_cluster: bool = False,
         cross_cluster_margin: float | None = None,
         recall_sample: int | None = None,
         perform_removal: bool = True,
         output_filetype: str | None = None,
-        seed: int = 42,
+        output_file_extension: str | None = None,
+        output_fields: list[str] | None = None,
+        read_kwargs: dict[str, Any] | None = None,
+        cache_kwargs: dict[str, Any] | None = None,
+        write_kwargs: dict[str, Any] | None = None,
+        verbose: bool = True,
+        clear_output: bool = False,
+        seed: int | None = None,
         runner: str | None = "local",
         beam_args: list[str] | None = None,
         **runner_settings: object,
     ) -> None:
+        owner = type(self).__name__
+        check_runner_settings(owner, runner, runner_settings, list(inspect.signature(type(self).__init__).parameters))
         file_formats(input_filetype)
+        if perform_removal and eps is None:
+            raise ValueError(
+                "perform_removal=True but eps=None: without eps no duplicates are identified; "
+                "set eps, or perform_removal=False to score only and write the analysis"
+            )
+        whole_files = {"input_blocksize": input_blocksize, "input_file_extensions": input_file_extensions,
+                       "output_file_extension": output_file_extension}
+        if any(value is not None for value in whole_files.values()):
+            raise ValueError(
+                f"{', '.join(k for k, v in whole_files.items() if v is not None)}: partitions here are whole files with "
+                "their usual extensions (.jsonl/.json, .parquet), so that generated ids and per-partition checkpoints "
+                "stay stable across runs; use files_per_partition and file names with those extensions"
+            )
+        if use_id_generator and id_field not in (None, GENERATED_ID):
+            raise ValueError(f"use_id_generator=True generates ids into {GENERATED_ID!r}; leave id_field unset")
+        id_field = None if use_id_generator else id_field
+        if hf_token:
+            os.environ.setdefault("HF_TOKEN", hf_token)  # for hub downloads in this process and its workers
         self.input_path = input_path
         self.output_path = output_path.rstrip("/")
-        self.cache_path = cache_path.rstrip("/")
+        # NeMo Curator's default: caches under output_path, beside the results.
+        self.cache_path = (cache_path or output_path).rstrip("/")
         self.input_filetype = input_filetype
         self.output_filetype = output_filetype or input_filetype
+        self.output_fields = output_fields
         self.text_field = text_field
         self.id_field = id_field
-        self.files_per_partition = files_per_partition
+        self.embedding_field = embedding_field
+        self.metadata_fields = list(metadata_fields or [])
+        self.files_per_partition = pick(owner, 1, files_per_partition=files_per_partition,
+                                        input_files_per_partition=input_files_per_partition)
         self.perform_removal = perform_removal
+        embedding_vllm_init_kwargs = pick(owner, None, embedding_vllm_init_kwargs=embedding_vllm_init_kwargs,
+                                          vllm_init_kwargs=vllm_init_kwargs)
+        model_cache_dir = pick(owner, None, model_cache_dir=model_cache_dir, embedding_model_cache_dir=embedding_model_cache_dir)
         # The backend is resolved now, so that vLLM-only options go only to vLLM
         # ("auto" on a machine without a GPU picks sentence-transformers).
         self.embedding = {
@@ -94,19 +151,29 @@ class TextSemanticDeduplicationWorkflow:
                 "embedding_vllm_init_kwargs, embedding_max_tokens and embedding_pretokenize apply to the vLLM "
                 "backend; use embedding_backend='vllm' or drop them"
             )
+        apply_storage_options(owner, read_kwargs=(input_path, read_kwargs))
         self.runner = {"runner": runner, "beam_args": list(beam_args or []), **runner_settings}
         self.semantic = SemanticDeduplicationWorkflow(
             f"{self.cache_path}/embeddings", self.output_path, self.cache_path,
-            id_field=id_field or "_curator_dedup_id", n_clusters=n_clusters, kmeans_max_iter=kmeans_max_iter,
-            kmeans_tol=kmeans_tol, kmeans_max_sample_bytes=kmeans_max_sample_bytes, kmeans_backend=kmeans_backend,
-            eps=eps, which_to_keep=which_to_keep, distance_metric=distance_metric,
-            pairwise_batch_size=pairwise_batch_size, cross_cluster=cross_cluster,
-            cross_cluster_margin=cross_cluster_margin, recall_sample=recall_sample, seed=seed, **self.runner,
+            id_field=id_field or GENERATED_ID, embedding_field=embedding_field, embedding_dim=embedding_dim,
+            metadata_fields=metadata_fields, n_clusters=n_clusters, kmeans_max_iter=kmeans_max_iter,
+            kmeans_tol=kmeans_tol, init=kmeans_init, n_init=kmeans_n_init,
+            oversampling_factor=kmeans_oversampling_factor, max_samples_per_batch=kmeans_max_samples_per_batch,
+            fit_data_fraction=kmeans_fit_data_fraction, kmeans_max_sample_bytes=kmeans_max_sample_bytes,
+            kmeans_backend=kmeans_backend, eps=eps, which_to_keep=which_to_keep, distance_metric=distance_metric,
+            pairwise_batch_size=pairwise_batch_size, _duplicates_num_row_groups_hint=_duplicates_num_row_groups_hint,
+            cache_kwargs=cache_kwargs, write_kwargs=write_kwargs, clear_output=clear_output, verbose=verbose,
+            cross_cluster=cross_cluster, cross_cluster_margin=cross_cluster_margin, recall_sample=recall_sample,
+            seed=pick(owner, 42, kmeans_random_state=kmeans_random_state, seed=seed), **self.runner,
         )
 
     def run(self) -> WorkflowResult:
         started = time.monotonic()
         book = self.semantic.book
+        if self.semantic.clear_output:  # start afresh, as NeMo Curator always does
+            for folder in {self.output_path, self.cache_path}:
+                remove_tree(folder)
+            self.semantic.clear_output = False
         with book.timed("embedding"):
             self._embed()
         metadata = {"embedding_time": book.times["embedding"], "embeddings_path": f"{self.cache_path}/embeddings"}
@@ -116,7 +183,7 @@ class TextSemanticDeduplicationWorkflow:
             removal = TextDuplicatesRemovalWorkflow(
                 self.input_path, self.semantic.layout.duplicates, self.semantic.layout.deduplicated, self.cache_path,
                 self.input_filetype, self.output_filetype, self.id_field, "id", self.files_per_partition,
-                **self.runner,
+                output_fields=self.output_fields, **self.runner,
             ).run()
             metadata.update(removal)
         metadata.setdefault("removal_time", 0.0)
@@ -131,13 +198,13 @@ class TextSemanticDeduplicationWorkflow:
     def _embed(self) -> None:
         key = digest([
             input_listing(self.input_path, self.input_filetype), self.text_field, self.id_field, self.embedding,
-            self.files_per_partition,
+            self.files_per_partition, self.embedding_field, self.metadata_fields,
         ])
         book = self.semantic.book
         if book.is_done("embedding", key):
             logger.info("embedding: complete for this input and model, nothing to do")
             return
-        fields = [self.text_field] + ([self.id_field] if self.id_field else [])
+        fields = [self.text_field] + ([self.id_field] if self.id_field else []) + self.metadata_fields
         reading, id_column = id_reading_stages(
             self.input_path, self.input_filetype, self.files_per_partition, self.id_field, self.cache_path, fields
         )
@@ -146,8 +213,8 @@ class TextSemanticDeduplicationWorkflow:
                                          **{k: v for k, v in settings.items() if v is not None})
         book.run_stages("embedding", [
             *reading,
-            EmbeddingStage(handler, self.text_field),
-            ParquetWriter(f"{self.cache_path}/embeddings", fields=[id_column, "embedding"]),
+            EmbeddingStage(handler, self.text_field, self.embedding_field),
+            ParquetWriter(f"{self.cache_path}/embeddings", fields=[id_column, self.embedding_field, *self.metadata_fields]),
         ], f"{self.cache_path}/checkpoints/embedding")
         if not parquet_files(f"{self.cache_path}/embeddings"):  # every input file was empty
             raise CuratorInputError(

@@ -7,6 +7,7 @@ unlike it, every phase here resumes after an interruption.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from dataclasses import asdict, dataclass, field
@@ -38,6 +39,7 @@ from beam_curator.workflows.semantic.identification import identify, write_analy
 from beam_curator.workflows.semantic.layout import CacheLayout, parquet_files
 from beam_curator.workflows.semantic.pairwise_phase import ClusterPairwiseStage, ListClustersStage, PairwiseSettings
 from beam_curator.workflows.semantic.recall_phase import RECALL_EPS, measure_recall
+from beam_curator.workflows.semantic.parameters import apply_storage_options, check_runner_settings, pick, set_verbosity
 from beam_curator.workflows.semantic.phases import BeamSettings, PhaseBook, digest, remove_tree
 
 logger = logging.getLogger(__name__)
@@ -67,35 +69,76 @@ class SemanticDeduplicationWorkflow:
 
     def __init__(
         self,
-        input_path: str,
+        input_path: str | list[str],
         output_path: str,
         cache_path: str | None = None,
         id_field: str = "id",
-        embedding_field: str = "embedding",
+        embedding_field: str = "embeddings",
         n_clusters: int = 100,
-        kmeans_max_iter: int = 300,
-        kmeans_tol: float = 1e-4,
+        embedding_dim: int | None = None,
+        metadata_fields: list[str] | None = None,
+        input_filetype: str = "parquet",
+        input_file_extensions: list[str] | None = None,
+        max_iter: int | None = None,
+        tol: float | None = None,
+        random_state: int | None = None,
+        init: str | np.ndarray = "k-means||",
+        n_init: int | str = 1,
+        oversampling_factor: float = 2.0,
+        max_samples_per_batch: int = 1 << 15,
+        fit_data_fraction: float | None = None,
+        kmeans_max_iter: int | None = None,
+        kmeans_tol: float | None = None,
         kmeans_max_sample_bytes: int = 2 << 30,
         kmeans_backend: str = "auto",
         eps: float | None = 0.01,
         which_to_keep: str = "hard",
         distance_metric: str = "cosine",
         pairwise_batch_size: int = 1024,
+        _duplicates_num_row_groups_hint: int | None = None,
+        read_kwargs: dict[str, Any] | None = None,
+        cache_kwargs: dict[str, Any] | None = None,
+        write_kwargs: dict[str, Any] | None = None,
+        clear_output: bool = False,
+        verbose: bool = True,
         cross_cluster: bool = False,
         cross_cluster_margin: float | None = None,
         recall_sample: int | None = None,
-        seed: int = 42,
+        seed: int | None = None,
         runner: str | None = "local",
         beam_args: list[str] | None = None,
         **runner_settings: object,
     ) -> None:
+        owner = type(self).__name__
+        check_runner_settings(owner, runner, runner_settings, list(inspect.signature(type(self).__init__).parameters))
         if eps is not None and not 0 <= eps < 1:
             raise ValueError(f"eps must be in [0, 1) or None, got {eps}")
+        if input_filetype != "parquet" or any(ext != ".parquet" for ext in input_file_extensions or []):
+            raise ValueError(
+                f"embeddings are read from .parquet files (got input_filetype={input_filetype!r}, "
+                f"input_file_extensions={input_file_extensions!r}); write them as parquet"
+            )
+        if fit_data_fraction is not None and not 0 < fit_data_fraction < 1:
+            raise ValueError(f"fit_data_fraction must be in (0, 1), got {fit_data_fraction}; pass None to fit on all documents")
+        apply_storage_options(owner, read_kwargs=(input_path, read_kwargs), cache_kwargs=(cache_path or output_path, cache_kwargs),
+                              write_kwargs=(output_path, write_kwargs))
+        set_verbosity(verbose)
         self.input_path = input_path
-        self.layout = CacheLayout(cache_path or f"{output_path.rstrip('/')}/cache", output_path)
+        # NeMo Curator's default: caches under output_path, beside the results.
+        self.layout = CacheLayout(cache_path or output_path, output_path)
         self.id_field = id_field
         self.embedding_field = embedding_field
-        self.kmeans = KMeansSettings(n_clusters, kmeans_max_iter, kmeans_tol, seed, kmeans_max_sample_bytes, kmeans_backend)
+        self.metadata_fields = list(metadata_fields or [])
+        self.clear_output = clear_output
+        self.duplicates_row_groups = _duplicates_num_row_groups_hint
+        seed = pick(owner, 42, random_state=random_state, seed=seed)
+        self.kmeans = KMeansSettings(
+            n_clusters, pick(owner, 300, max_iter=max_iter, kmeans_max_iter=kmeans_max_iter),
+            pick(owner, 1e-4, tol=tol, kmeans_tol=kmeans_tol), seed, kmeans_max_sample_bytes, kmeans_backend,
+            init if isinstance(init, str) else tuple(map(tuple, np.asarray(init, dtype=float).tolist())),
+            n_init, oversampling_factor, max_samples_per_batch, fit_data_fraction, embedding_dim,
+        )
+        self.kmeans.init_options()  # bad init settings fail now, not after embedding
         self.eps = eps
         self.pairwise = PairwiseSettings(
             id_field, embedding_field, which_to_keep, distance_metric, pairwise_batch_size, seed, cross_cluster
@@ -106,12 +149,16 @@ class SemanticDeduplicationWorkflow:
 
     def run(self) -> WorkflowResult:
         started = time.monotonic()
+        if self.clear_output:  # start afresh, as NeMo Curator always does
+            for folder in {self.layout.output_path, self.layout.cache_path}:
+                remove_tree(folder)
         metadata = self.run_phases()
         metadata["total_time"] = time.monotonic() - started
         return WorkflowResult(metadata)
 
     def run_phases(self) -> dict[str, Any]:
-        files = parquet_files(self.input_path)
+        folders = self.input_path if isinstance(self.input_path, list) else [self.input_path]
+        files = [file for folder in folders for file in parquet_files(folder)]
         if not files:
             raise FileNotFoundError(f"no embedding parquet files in {self.input_path}; run the embedding phase first")
         with self.book.timed("kmeans"):
@@ -142,7 +189,7 @@ class SemanticDeduplicationWorkflow:
         if self.book.is_done("kmeans", key):
             logger.info("k-means: embeddings and settings unchanged, reusing %s", self.layout.kmeans_results)
             return key
-        total_rows = count_rows(files, self.id_field, self.embedding_field)
+        total_rows = count_rows(files, self.id_field, self.embedding_field, *self.metadata_fields)
         if not self.book.is_done("kmeans-fit", key):
             self._fit(files, total_rows, key)
         members = Grouping("nearest_cent", self.layout.members_by_range, self.layout.by_nearest_center)
@@ -151,7 +198,7 @@ class SemanticDeduplicationWorkflow:
         distance = "cosine_dist_to_cent" if self.pairwise.distance_metric == "cosine" else "l2_dist_to_cent"
         ranges = cluster_ranges(self.kmeans.n_clusters, total_rows)
         self.book.run_stages("assign-clusters", [
-            ParquetReader(files, files_per_partition=1, fields=[self.id_field, self.embedding_field]),
+            ParquetReader(files, files_per_partition=1, fields=[self.id_field, self.embedding_field, *self.metadata_fields]),
             AssignClustersStage(self.layout.centroids, self.id_field, self.embedding_field),
             RangeFilesWriter(ranges, members, visitors, margin, distance),
         ], self.layout.checkpoint("assign"))
@@ -219,7 +266,8 @@ class SemanticDeduplicationWorkflow:
             results: dict[str, Any] = {"analysis_path": self.layout.analysis}
             logger.info("eps is None: duplicates not identified; see %s to choose eps", self.layout.analysis)
         else:
-            count = identify(self.layout.pairwise_results, self.eps, self.pairwise.which_to_keep, self.layout.duplicates)
+            count = identify(self.layout.pairwise_results, self.eps, self.pairwise.which_to_keep, self.layout.duplicates,
+                             self.layout.duplicate_pairs, self.duplicates_row_groups)
             results = {"num_duplicates": count, "duplicates_path": self.layout.duplicates}
             logger.info("identified %d duplicates at eps=%s", count, self.eps)
         self.book.mark_done("identification", key, results=results)

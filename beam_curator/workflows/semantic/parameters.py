@@ -1,0 +1,60 @@
+"""NeMo Curator's parameter names for the semantic workflows, and what is checked at construction.
+
+Users come with NeMo Curator code: its names are accepted beside ours (one
+setting given under two names is an error), misspelt names are refused with
+the closest valid ones before anything runs, and runner settings are
+checked against the runner presets then too, not when a phase starts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any
+
+import fsspec
+
+from beam_curator.runners.options import SETTINGS, runner_args
+from beam_curator.stages.arguments import refuse_unknown
+
+RUNNER_SETTINGS = frozenset().union(*SETTINGS.values())
+
+
+def pick(owner: str, default: Any, **named: Any) -> Any:
+    """The value given under one of several names of one setting (None: not given), else ``default``."""
+    given = {name: value for name, value in named.items() if value is not None}
+    if len(given) > 1:
+        raise TypeError(f"{owner}: {' and '.join(given)} name the same setting; give only one of them")
+    return next(iter(given.values()), default)
+
+
+def check_runner_settings(owner: str, runner: str | None, settings: dict[str, object], parameters: list[str]) -> None:
+    """Unknown names are refused (closest workflow parameters or runner
+    settings suggested); known ones must suit ``runner``."""
+    refuse_unknown(settings, [*parameters, *RUNNER_SETTINGS], owner)
+    if runner:
+        runner_args(runner, **settings)  # type: ignore[arg-type]
+
+
+def apply_storage_options(owner: str, **where: tuple[str | list[str], dict[str, Any] | None]) -> None:
+    """NeMo's ``read_kwargs`` / ``write_kwargs`` / ``cache_kwargs`` carry
+    ``storage_options`` (credentials, endpoints) for object stores; each is
+    given here with the path it is for. Every file is opened by URL through
+    fsspec, so the options become fsspec's defaults for that path's protocol,
+    in this process and, through ``FSSPEC_<PROTOCOL>`` environment
+    variables, in worker processes started after it."""
+    for name, (path, kwargs) in where.items():
+        if not kwargs:
+            continue
+        refuse_unknown(kwargs, ["storage_options"], f"{owner} {name}")
+        first = path[0] if isinstance(path, list) else path
+        protocol = fsspec.core.split_protocol(first)[0] or "file"
+        merged = {**fsspec.config.conf.get(protocol, {}), **kwargs["storage_options"]}
+        fsspec.config.conf[protocol] = merged
+        os.environ[f"FSSPEC_{protocol.upper()}"] = json.dumps(merged)
+
+
+def set_verbosity(verbose: bool) -> None:
+    """``verbose=False`` keeps the workflows' progress messages (INFO) out of the log."""
+    logging.getLogger("beam_curator.workflows").setLevel(logging.INFO if verbose else logging.WARNING)
