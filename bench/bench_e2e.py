@@ -82,7 +82,7 @@ def write_embeddings(vectors: np.ndarray, folder: Path, per_file: int) -> None:
     for part, start in enumerate(range(0, len(vectors), per_file)):
         block = np.ascontiguousarray(vectors[start : start + per_file], dtype=np.float32)
         embedding = pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1)), dims).cast(pa.list_(pa.float32()))
-        table = pa.table({ID: pa.array(np.arange(start, start + len(block), dtype=np.int64)), "embedding": embedding})
+        table = pa.table({ID: pa.array(np.arange(start, start + len(block), dtype=np.int64)), "embeddings": embedding})
         pq.write_table(table, folder / f"part-{part:05d}.parquet")
 
 

@@ -42,7 +42,7 @@ def main() -> None:
 
     texts = pd.concat(pd.read_json(path, lines=True) for path in sorted(
         __import__("glob").glob(f"{sample_corpus_path()}/*.jsonl"))).set_index("doc_id")["text"]
-    duplicates = pd.read_parquet(result.metadata["duplicates_path"])
+    duplicates = pd.read_parquet(result.metadata["duplicate_pairs_path"])  # id, max_id, cosine_sim_score
     exact = duplicates[duplicates["id"].map(texts) == duplicates["max_id"].map(texts)]
     near = duplicates.drop(exact.index).sort_values("cosine_sim_score")
     print(f"\n{len(duplicates)} of {len(texts)} documents are duplicates at eps={args.eps}: "

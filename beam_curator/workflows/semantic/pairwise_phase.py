@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from beam_curator.dedup.semantic.cross_cluster import cross_cluster_scores
 from beam_curator.dedup.semantic.pairwise import ID, MAX_ID, SCORE, semdedup_cluster_by_keys
-from beam_curator.dedup.semantic.ranking import rank_keys
+from beam_curator.dedup.semantic.ranking import RankingStrategy, rank_keys
 from beam_curator.stages import ProcessingStage
 from beam_curator.tasks import DocumentBatch, Task
 from beam_curator.workflows.semantic.clustering import embedding_matrix
@@ -60,6 +60,12 @@ class PairwiseSettings:
     batch_size: int = 1024
     seed: int = 42
     cross_cluster: bool = False
+    ranking: RankingStrategy | None = None
+
+    @property
+    def order(self) -> str:
+        """The direction of the rank keys: a ranking strategy's keys run ascending."""
+        return "easy" if self.ranking is not None else self.which_to_keep
 
 
 class ClusterPairwiseStage(ProcessingStage):
@@ -79,6 +85,9 @@ class ClusterPairwiseStage(ProcessingStage):
         if table is None or table.num_rows == 0:
             return None
         ids, vectors = embedding_matrix(table, s.id_column, s.embedding_column)
+        if s.ranking is not None:
+            columns = {name: table.column(name).to_numpy() for name in s.ranking.metadata_cols if name in table.column_names}
+            return ids, vectors, s.ranking.cluster_keys(ids, columns)
         keys = rank_keys(
             ids, table.column("cosine_dist_to_cent").to_numpy(), table.column("l2_dist_to_cent").to_numpy(),
             s.which_to_keep, s.distance_metric, s.seed,
@@ -91,7 +100,7 @@ class ClusterPairwiseStage(ProcessingStage):
         if members is None:
             return DocumentBatch(dataset_name="pairwise", data=pd.DataFrame({"id": [], "max_id": [], "cosine_sim_score": []}))
         ids, vectors, keys = members
-        frame = semdedup_cluster_by_keys(ids, vectors, keys, s.which_to_keep, s.batch_size)
+        frame = semdedup_cluster_by_keys(ids, vectors, keys, s.order, s.batch_size)
         if self.visitors is None:  # NeMo Curator's columns; the rest only serves combining passes
             return DocumentBatch(dataset_name="pairwise", data=frame[[ID, MAX_ID, SCORE]])
         frame["pass"] = "cluster"

@@ -17,7 +17,7 @@ from beam_curator.stages.io.partitioning import expand_paths
 from beam_curator.tasks import DocumentBatch
 from beam_curator.workflows.semantic.ids import FILE_COLUMN, GENERATED_ID, ROW_COLUMN, AssignIdsStage, FileRegistry
 from beam_curator.workflows.semantic.layout import parquet_files, read_parquet
-from beam_curator.workflows.semantic.parameters import check_runner_settings, pick
+from beam_curator.workflows.semantic.parameters import apply_storage_options, check_runner_settings, pick
 from beam_curator.workflows.semantic.phases import BeamSettings, PhaseBook, digest, remove_tree
 
 logger = logging.getLogger(__name__)
@@ -88,6 +88,10 @@ class TextDuplicatesRemovalWorkflow:
     ``ids_to_remove_path`` is a parquet file or folder with ``duplicate_id_field``.
     Without ``id_field`` the ids are the generated ``_curator_dedup_id`` of the
     file registry in ``cache_path`` (the same one the embedding phase used).
+    With ``id_field``, ``cache_path`` only holds checkpoints and defaults to
+    ``<output_path>.cache`` beside the output. ``drop_id_field`` leaves the id
+    column out of the clean data; ``input_kwargs``, ``duplicate_id_read_kwargs``
+    and ``output_kwargs`` carry NeMo Curator's ``storage_options``.
     """
 
     def __init__(
@@ -95,7 +99,7 @@ class TextDuplicatesRemovalWorkflow:
         input_path: str | list[str],
         ids_to_remove_path: str,
         output_path: str,
-        cache_path: str,
+        cache_path: str | None = None,
         input_filetype: str = "jsonl",
         output_filetype: str | None = None,
         id_field: str | None = None,
@@ -103,14 +107,28 @@ class TextDuplicatesRemovalWorkflow:
         files_per_partition: int | None = None,
         output_fields: list[str] | None = None,
         input_files_per_partition: int | None = None,
+        drop_id_field: bool = False,
+        input_kwargs: dict[str, Any] | None = None,
+        duplicate_id_read_kwargs: dict[str, Any] | None = None,
+        output_kwargs: dict[str, Any] | None = None,
         runner: str | None = "local",
         beam_args: list[str] | None = None,
         **runner_settings: object,
     ) -> None:
         owner = type(self).__name__
         check_runner_settings(owner, runner, runner_settings, list(inspect.signature(type(self).__init__).parameters))
+        if cache_path is None and id_field is None:
+            raise ValueError(
+                f"{owner}: generated ids (id_field unset) are looked up in the cache_path the embedding phase used; "
+                "pass that cache_path, or id_field naming the ids in the input"
+            )
         files_per_partition = pick(owner, 1, files_per_partition=files_per_partition,
                                    input_files_per_partition=input_files_per_partition)
+        apply_storage_options(owner, input_kwargs=(input_path, input_kwargs),
+                              duplicate_id_read_kwargs=(ids_to_remove_path, duplicate_id_read_kwargs),
+                              output_kwargs=(output_path, output_kwargs))
+        cache_path = cache_path or f"{output_path.rstrip('/')}.cache"
+        self.drop_columns = (GENERATED_ID,) if id_field is None else ((id_field,) if drop_id_field else ())
         self.output_fields = output_fields
         self.input_path = input_path
         self.ids_to_remove_path = ids_to_remove_path
@@ -129,7 +147,7 @@ class TextDuplicatesRemovalWorkflow:
         _, writer_class = file_formats(self.output_filetype)
         ids_key = digest([
             _content_digest(self.ids_to_remove_path), input_listing(self.input_path, self.input_filetype),
-            self.output_path, self.output_fields,
+            self.output_path, self.output_fields, self.drop_columns,
         ])
         checkpoint = f"{self.cache_path.rstrip('/')}/checkpoints/removal"
         fs, output = fsspec.core.url_to_fs(self.output_path)
@@ -148,8 +166,7 @@ class TextDuplicatesRemovalWorkflow:
             summary = self.book.run_stages("removal", [
                 *stages,
                 # Only ids we generated are dropped; a user's own column keeps its name, even NeMo's default one.
-                RemoveIdsStage(self.ids_to_remove_path, id_column, self.duplicate_id_field,
-                               drop_columns=(GENERATED_ID,) if self.id_field is None else ()),
+                RemoveIdsStage(self.ids_to_remove_path, id_column, self.duplicate_id_field, self.drop_columns),
                 writer_class(self.output_path, fields=self.output_fields),
             ], checkpoint)
             counters = summary.counters

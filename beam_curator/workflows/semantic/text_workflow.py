@@ -8,6 +8,7 @@ import os
 import time
 from typing import Any
 
+from beam_curator.dedup.semantic.ranking import RankingStrategy
 from beam_curator.models import DEFAULT_MODEL, choose_backend, make_embedding_handler
 from beam_curator.stages.io import ParquetWriter
 from beam_curator.stages.io.errors import CuratorInputError
@@ -78,6 +79,7 @@ class TextSemanticDeduplicationWorkflow:
         eps: float | None = 0.01,
         which_to_keep: str = "hard",
         distance_metric: str = "cosine",
+        ranking_strategy: RankingStrategy | None = None,
         pairwise_batch_size: int = 1024,
         _duplicates_num_row_groups_hint: int | None = None,
         cross_cluster: bool = False,
@@ -161,7 +163,7 @@ class TextSemanticDeduplicationWorkflow:
             oversampling_factor=kmeans_oversampling_factor, max_samples_per_batch=kmeans_max_samples_per_batch,
             fit_data_fraction=kmeans_fit_data_fraction, kmeans_max_sample_bytes=kmeans_max_sample_bytes,
             kmeans_backend=kmeans_backend, eps=eps, which_to_keep=which_to_keep, distance_metric=distance_metric,
-            pairwise_batch_size=pairwise_batch_size, _duplicates_num_row_groups_hint=_duplicates_num_row_groups_hint,
+            ranking_strategy=ranking_strategy, pairwise_batch_size=pairwise_batch_size, _duplicates_num_row_groups_hint=_duplicates_num_row_groups_hint,
             cache_kwargs=cache_kwargs, write_kwargs=write_kwargs, clear_output=clear_output, verbose=verbose,
             cross_cluster=cross_cluster, cross_cluster_margin=cross_cluster_margin, recall_sample=recall_sample,
             seed=pick(owner, 42, kmeans_random_state=kmeans_random_state, seed=seed), **self.runner,

@@ -16,6 +16,7 @@ from typing import Any
 import fsspec
 import numpy as np
 
+from beam_curator.dedup.semantic.ranking import RankingStrategy
 from beam_curator.stages.io import ParquetReader, ParquetWriter
 from beam_curator.stages.io.writer import write_atomically
 from beam_curator.workflows.semantic.clustering import (
@@ -94,6 +95,7 @@ class SemanticDeduplicationWorkflow:
         eps: float | None = 0.01,
         which_to_keep: str = "hard",
         distance_metric: str = "cosine",
+        ranking_strategy: RankingStrategy | None = None,
         pairwise_batch_size: int = 1024,
         _duplicates_num_row_groups_hint: int | None = None,
         read_kwargs: dict[str, Any] | None = None,
@@ -140,8 +142,15 @@ class SemanticDeduplicationWorkflow:
         )
         self.kmeans.init_options()  # bad init settings fail now, not after embedding
         self.eps = eps
+        if ranking_strategy is not None:
+            missing = sorted(set(ranking_strategy.metadata_cols) - set(self.metadata_fields))
+            if missing:
+                raise ValueError(f"ranking_strategy sorts by {missing}: add them to metadata_fields so they reach the clusters")
+            if cross_cluster:
+                raise ValueError("ranking_strategy orders each cluster on its own; it cannot be combined with cross_cluster")
         self.pairwise = PairwiseSettings(
-            id_field, embedding_field, which_to_keep, distance_metric, pairwise_batch_size, seed, cross_cluster
+            id_field, embedding_field, which_to_keep, distance_metric, pairwise_batch_size, seed, cross_cluster,
+            ranking_strategy,
         )
         self.cross_cluster_margin = cross_cluster_margin
         self.recall_sample = recall_sample
@@ -268,7 +277,8 @@ class SemanticDeduplicationWorkflow:
         else:
             count = identify(self.layout.pairwise_results, self.eps, self.pairwise.which_to_keep, self.layout.duplicates,
                              self.layout.duplicate_pairs, self.duplicates_row_groups)
-            results = {"num_duplicates": count, "duplicates_path": self.layout.duplicates}
+            results = {"num_duplicates": count, "duplicates_path": self.layout.duplicates,
+                       "duplicate_pairs_path": self.layout.duplicate_pairs}
             logger.info("identified %d duplicates at eps=%s", count, self.eps)
         self.book.mark_done("identification", key, results=results)
         return results
