@@ -32,6 +32,8 @@ def main() -> None:
         input_path=sample_corpus_path(),
         output_path=f"{args.output}/results",
         cache_path=f"{args.output}/cache",
+        input_filetype="jsonl",
+        output_filetype="jsonl",
         id_field="doc_id",
         n_clusters=20,
         eps=args.eps,

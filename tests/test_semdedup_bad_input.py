@@ -29,7 +29,7 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
 def run_text(input_path: Path | str, base: Path, **settings: object) -> None:
     TextSemanticDeduplicationWorkflow(
         str(input_path), str(base / "output"), str(base / "cache"), embedding_backend="sentence-transformers",
-        n_clusters=2, eps=0.01, runner="local", **settings,
+        n_clusters=2, eps=0.01, runner="local", input_filetype="jsonl", **settings,
     ).run()
 
 

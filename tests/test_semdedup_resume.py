@@ -134,6 +134,7 @@ def test_a_rerun_after_files_were_added_embeds_only_them_and_deduplicates_everyt
     def run() -> dict:
         return TextSemanticDeduplicationWorkflow(
             str(tmp_path / "input"), str(tmp_path / "output"), str(tmp_path / "cache"), id_field="doc_id",
+            input_filetype="jsonl", output_filetype="jsonl",
             embedding_backend="sentence-transformers", n_clusters=2, eps=0.01, runner="local",
         ).run().metadata
 

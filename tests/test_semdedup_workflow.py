@@ -62,7 +62,8 @@ class Run:
 def workflow(input_dir: Path, base: Path, **settings: object) -> TextSemanticDeduplicationWorkflow:
     return TextSemanticDeduplicationWorkflow(
         str(input_dir), str(base / "output"), str(base / "cache"), embedding_backend="sentence-transformers",
-        embedding_max_chars=MAX_CHARS, n_clusters=4, runner="local", **settings,
+        embedding_max_chars=MAX_CHARS, n_clusters=4, runner="local", input_filetype="jsonl", output_filetype="jsonl",
+        **settings,
     )
 
 

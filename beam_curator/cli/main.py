@@ -70,7 +70,7 @@ def _semdedup(args: argparse.Namespace, beam_args: list[str]) -> int:
 
     workflow = TextSemanticDeduplicationWorkflow(
         input_path=args.input, output_path=args.output, cache_path=args.cache,
-        input_filetype=args.input_filetype, text_field=args.text_field, id_field=args.id_field,
+        input_filetype=args.input_filetype, output_filetype=args.input_filetype, text_field=args.text_field, id_field=args.id_field,
         model_identifier=args.model_identifier, embedding_backend=args.embedding_backend,
         embedding_pretokenize=args.embedding_pretokenize,
         embedding_vllm_init_kwargs=json.loads(args.embedding_vllm_init_kwargs) if args.embedding_vllm_init_kwargs else None,

@@ -58,3 +58,18 @@ def test_drop_id_field_leaves_the_id_out(removed, tmp_path):
         input_filetype="parquet", id_field=ID, drop_id_field=True, input_files_per_partition=50,
     ).run()
     assert set(pd.read_parquet(tmp_path / "out").columns) == {"text", "category", "score"}
+
+
+def test_input_fields_choose_the_columns_and_the_id_is_always_read(removed, tmp_path):
+    TextDuplicatesRemovalWorkflow(
+        input_path=str(removed[0].parent / "input"), ids_to_remove_path=str(removed[0].parent / "ids"),
+        output_path=str(tmp_path / "out"), id_field=ID, input_fields=["text"], input_files_per_partition=50,
+    ).run()
+    frame = pd.read_parquet(tmp_path / "out")
+    assert set(frame.columns) == {ID, "text"} and len(frame) == 800
+
+
+def test_splitting_files_is_refused_with_the_reason(tmp_path):
+    with pytest.raises(ValueError, match="input_blocksize not supported: partitions are whole files"):
+        TextDuplicatesRemovalWorkflow(str(tmp_path), str(tmp_path), str(tmp_path / "out"), id_field=ID,
+                                      input_blocksize="64MiB")

@@ -17,7 +17,12 @@ from beam_curator.stages.io.partitioning import expand_paths
 from beam_curator.tasks import DocumentBatch
 from beam_curator.workflows.semantic.ids import FILE_COLUMN, GENERATED_ID, ROW_COLUMN, AssignIdsStage, FileRegistry
 from beam_curator.workflows.semantic.layout import parquet_files, read_parquet
-from beam_curator.workflows.semantic.parameters import apply_storage_options, check_runner_settings, pick
+from beam_curator.workflows.semantic.parameters import (
+    apply_storage_options,
+    check_runner_settings,
+    pick,
+    refuse_file_splitting,
+)
 from beam_curator.workflows.semantic.phases import BeamSettings, PhaseBook, digest, remove_tree
 
 logger = logging.getLogger(__name__)
@@ -100,14 +105,18 @@ class TextDuplicatesRemovalWorkflow:
         ids_to_remove_path: str,
         output_path: str,
         cache_path: str | None = None,
-        input_filetype: str = "jsonl",
-        output_filetype: str | None = None,
+        input_filetype: str = "parquet",
+        output_filetype: str = "parquet",
         id_field: str | None = None,
         duplicate_id_field: str = "id",
         files_per_partition: int | None = None,
         output_fields: list[str] | None = None,
         input_files_per_partition: int | None = None,
         drop_id_field: bool = False,
+        input_fields: list[str] | None = None,
+        input_blocksize: int | str | None = None,
+        input_file_extensions: list[str] | None = None,
+        output_file_extension: str | None = None,
         input_kwargs: dict[str, Any] | None = None,
         duplicate_id_read_kwargs: dict[str, Any] | None = None,
         output_kwargs: dict[str, Any] | None = None,
@@ -124,6 +133,9 @@ class TextDuplicatesRemovalWorkflow:
             )
         files_per_partition = pick(owner, 1, files_per_partition=files_per_partition,
                                    input_files_per_partition=input_files_per_partition)
+        refuse_file_splitting(owner, input_blocksize=input_blocksize, input_file_extensions=input_file_extensions,
+                              output_file_extension=output_file_extension)
+        self.input_fields = input_fields
         apply_storage_options(owner, input_kwargs=(input_path, input_kwargs),
                               duplicate_id_read_kwargs=(ids_to_remove_path, duplicate_id_read_kwargs),
                               output_kwargs=(output_path, output_kwargs))
@@ -135,7 +147,7 @@ class TextDuplicatesRemovalWorkflow:
         self.output_path = output_path.rstrip("/")
         self.cache_path = cache_path
         self.input_filetype = input_filetype
-        self.output_filetype = output_filetype or input_filetype
+        self.output_filetype = output_filetype
         self.id_field = id_field
         self.duplicate_id_field = duplicate_id_field
         self.files_per_partition = files_per_partition
@@ -147,7 +159,7 @@ class TextDuplicatesRemovalWorkflow:
         _, writer_class = file_formats(self.output_filetype)
         ids_key = digest([
             _content_digest(self.ids_to_remove_path), input_listing(self.input_path, self.input_filetype),
-            self.output_path, self.output_fields, self.drop_columns,
+            self.output_path, self.output_fields, self.drop_columns, self.input_fields,
         ])
         checkpoint = f"{self.cache_path.rstrip('/')}/checkpoints/removal"
         fs, output = fsspec.core.url_to_fs(self.output_path)
@@ -160,8 +172,10 @@ class TextDuplicatesRemovalWorkflow:
                 for stale in (self.output_path, checkpoint):
                     remove_tree(stale)
                 self.book.mark_done("removal-started", ids_key)
+            # NeMo's input_fields: the columns to read and keep, the id column always among them.
+            fields = list(dict.fromkeys([*self.input_fields, *filter(None, [self.id_field])])) if self.input_fields else None
             stages, id_column = id_reading_stages(
-                self.input_path, self.input_filetype, self.files_per_partition, self.id_field, self.cache_path
+                self.input_path, self.input_filetype, self.files_per_partition, self.id_field, self.cache_path, fields
             )
             summary = self.book.run_stages("removal", [
                 *stages,

@@ -14,7 +14,12 @@ from beam_curator.stages.io import ParquetWriter
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.transforms.embedding import EmbeddingStage
 from beam_curator.workflows.semantic.ids import GENERATED_ID
-from beam_curator.workflows.semantic.parameters import apply_storage_options, check_runner_settings, pick
+from beam_curator.workflows.semantic.parameters import (
+    apply_storage_options,
+    check_runner_settings,
+    pick,
+    refuse_file_splitting,
+)
 from beam_curator.workflows.semantic.phases import digest, remove_tree
 from beam_curator.workflows.semantic.removal import (
     TextDuplicatesRemovalWorkflow,
@@ -42,7 +47,7 @@ class TextSemanticDeduplicationWorkflow:
         input_path: str | list[str],
         output_path: str,
         cache_path: str | None = None,
-        input_filetype: str = "jsonl",
+        input_filetype: str = "parquet",
         text_field: str = "text",
         id_field: str | None = None,
         embedding_field: str = "embeddings",
@@ -86,7 +91,7 @@ class TextSemanticDeduplicationWorkflow:
         cross_cluster_margin: float | None = None,
         recall_sample: int | None = None,
         perform_removal: bool = True,
-        output_filetype: str | None = None,
+        output_filetype: str = "parquet",
         output_file_extension: str | None = None,
         output_fields: list[str] | None = None,
         read_kwargs: dict[str, Any] | None = None,
@@ -101,20 +106,14 @@ class TextSemanticDeduplicationWorkflow:
     ) -> None:
         owner = type(self).__name__
         check_runner_settings(owner, runner, runner_settings, list(inspect.signature(type(self).__init__).parameters))
-        file_formats(input_filetype)
+        file_formats(input_filetype), file_formats(output_filetype)
         if perform_removal and eps is None:
             raise ValueError(
                 "perform_removal=True but eps=None: without eps no duplicates are identified; "
                 "set eps, or perform_removal=False to score only and write the analysis"
             )
-        whole_files = {"input_blocksize": input_blocksize, "input_file_extensions": input_file_extensions,
-                       "output_file_extension": output_file_extension}
-        if any(value is not None for value in whole_files.values()):
-            raise ValueError(
-                f"{', '.join(k for k, v in whole_files.items() if v is not None)}: partitions here are whole files with "
-                "their usual extensions (.jsonl/.json, .parquet), so that generated ids and per-partition checkpoints "
-                "stay stable across runs; use files_per_partition and file names with those extensions"
-            )
+        refuse_file_splitting(owner, input_blocksize=input_blocksize, input_file_extensions=input_file_extensions,
+                              output_file_extension=output_file_extension)
         if use_id_generator and id_field not in (None, GENERATED_ID):
             raise ValueError(f"use_id_generator=True generates ids into {GENERATED_ID!r}; leave id_field unset")
         id_field = None if use_id_generator else id_field
@@ -125,7 +124,7 @@ class TextSemanticDeduplicationWorkflow:
         # NeMo Curator's default: caches under output_path, beside the results.
         self.cache_path = (cache_path or output_path).rstrip("/")
         self.input_filetype = input_filetype
-        self.output_filetype = output_filetype or input_filetype
+        self.output_filetype = output_filetype
         self.output_fields = output_fields
         self.text_field = text_field
         self.id_field = id_field

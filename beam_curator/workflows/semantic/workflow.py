@@ -92,7 +92,7 @@ class SemanticDeduplicationWorkflow:
         kmeans_tol: float | None = None,
         kmeans_max_sample_bytes: int = 2 << 30,
         kmeans_backend: str = "auto",
-        eps: float | None = 0.01,
+        eps: float | None = None,
         which_to_keep: str = "hard",
         distance_metric: str = "cosine",
         ranking_strategy: RankingStrategy | None = None,
