@@ -1,6 +1,7 @@
 """The cuML backend of :mod:`beam_curator.dedup.semantic.kmeans`:
-``cuml.cluster.KMeans`` with the parallel k-means|| initialisation on one
-NVIDIA GPU. cupy and cuml are imported on call, so this module loads on hosts
+``cuml.cluster.KMeans`` on one NVIDIA GPU, with the initialisation settings
+of :class:`~beam_curator.dedup.semantic.kmeans_seeding.InitOptions` (cuML's
+own names; k-means|| by default). cupy and cuml are imported on call, so this module loads on hosts
 without them; :func:`beam_curator.dedup.semantic.kmeans.fit_kmeans` only calls
 it once it has found both and a GPU.
 """
@@ -32,8 +33,7 @@ def fit_cuml(
             max_iter=max_iter,
             tol=tol,
             random_state=seed,
-            init=init.init if not isinstance(init.init, str) else {
-                "k-means||": "scalable-k-means++", "k-means++": "k-means++", "random": "random"}[init.init],
+            init=init.init,  # cuML takes the same names ("k-means||", "k-means++", "random") and arrays
             n_init=init.starts(),
             oversampling_factor=init.oversampling_factor,
             max_samples_per_batch=init.max_samples_per_batch or 1 << 15,

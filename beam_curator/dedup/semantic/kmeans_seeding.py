@@ -183,7 +183,7 @@ def _weighted_lloyd(points: torch.Tensor, weights: torch.Tensor, seeds: torch.Te
     from the points at index ``seeds``; a cluster keeps at least its seed."""
     centroids = points[seeds].clone()
     points_sq = (points * points).sum(1)
-    labels = torch.empty(0, dtype=torch.long)
+    labels = torch.empty(0, dtype=torch.long, device=points.device)
     for _ in range(_RECLUSTER_ITERS):
         new_labels = _sq_dist(points, centroids, (centroids * centroids).sum(1)).argmin(1)
         new_labels[seeds] = torch.arange(len(seeds), device=points.device)
