@@ -8,6 +8,7 @@ checked against the runner presets then too, not when a phase starts.
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
@@ -29,10 +30,13 @@ def pick(owner: str, default: Any, **named: Any) -> Any:
     return next(iter(given.values()), default)
 
 
-def check_runner_settings(owner: str, runner: str | None, settings: dict[str, object], parameters: list[str]) -> None:
-    """Unknown names are refused (closest workflow parameters or runner
-    settings suggested); known ones must suit ``runner``."""
-    refuse_unknown(settings, [*parameters, *RUNNER_SETTINGS], owner)
+def check_runner_settings(workflow: object, runner: str | None, settings: dict[str, object]) -> None:
+    """The keywords ``workflow.__init__`` took into ``**runner_settings``:
+    unknown names are refused (the closest parameters or runner settings
+    suggested); known ones must suit ``runner``."""
+    parameters = inspect.signature(type(workflow).__init__).parameters.values()
+    named = [p.name for p in parameters if p.name != "self" and p.kind is not inspect.Parameter.VAR_KEYWORD]
+    refuse_unknown(settings, [*named, *RUNNER_SETTINGS], type(workflow).__name__)
     if runner:
         runner_args(runner, **settings)  # type: ignore[arg-type]
 

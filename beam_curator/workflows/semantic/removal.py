@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 from typing import Any
@@ -125,7 +124,7 @@ class TextDuplicatesRemovalWorkflow:
         **runner_settings: object,
     ) -> None:
         owner = type(self).__name__
-        check_runner_settings(owner, runner, runner_settings, list(inspect.signature(type(self).__init__).parameters))
+        check_runner_settings(self, runner, runner_settings)
         if cache_path is None and id_field is None:
             raise ValueError(
                 f"{owner}: generated ids (id_field unset) are looked up in the cache_path the embedding phase used; "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import time
@@ -105,7 +104,7 @@ class TextSemanticDeduplicationWorkflow:
         **runner_settings: object,
     ) -> None:
         owner = type(self).__name__
-        check_runner_settings(owner, runner, runner_settings, list(inspect.signature(type(self).__init__).parameters))
+        check_runner_settings(self, runner, runner_settings)
         file_formats(input_filetype), file_formats(output_filetype)
         if perform_removal and eps is None:
             raise ValueError(
@@ -174,7 +173,6 @@ class TextSemanticDeduplicationWorkflow:
         if self.semantic.clear_output:  # start afresh, as NeMo Curator always does
             for folder in {self.output_path, self.cache_path}:
                 remove_tree(folder)
-            self.semantic.clear_output = False
         with book.timed("embedding"):
             self._embed()
         metadata = {"embedding_time": book.times["embedding"], "embeddings_path": f"{self.cache_path}/embeddings"}

@@ -7,7 +7,6 @@ unlike it, every phase here resumes after an interruption.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 from dataclasses import asdict, dataclass, field
@@ -112,7 +111,7 @@ class SemanticDeduplicationWorkflow:
         **runner_settings: object,
     ) -> None:
         owner = type(self).__name__
-        check_runner_settings(owner, runner, runner_settings, list(inspect.signature(type(self).__init__).parameters))
+        check_runner_settings(self, runner, runner_settings)
         if eps is not None and not 0 <= eps < 1:
             raise ValueError(f"eps must be in [0, 1) or None, got {eps}")
         if input_filetype != "parquet" or any(ext != ".parquet" for ext in input_file_extensions or []):
@@ -194,7 +193,8 @@ class SemanticDeduplicationWorkflow:
 
     def _cluster(self, files: list[str]) -> str:
         margin = self.cross_cluster_margin if self.pairwise.cross_cluster else None
-        key = digest([fingerprint(files, self.kmeans), self.pairwise.cross_cluster, margin, self.pairwise.distance_metric])
+        key = digest([fingerprint(files, self.kmeans), self.pairwise.cross_cluster, margin, self.pairwise.distance_metric,
+                      self.metadata_fields])
         if self.book.is_done("kmeans", key):
             logger.info("k-means: embeddings and settings unchanged, reusing %s", self.layout.kmeans_results)
             return key
