@@ -14,7 +14,12 @@ import pytest
 
 from beam_curator.dedup.semantic.pairwise import earlier_max_similarity, max_similarity_to_earlier
 from beam_curator.dedup.semantic.ranking import RankingStrategy
-from beam_curator.workflows.semantic.pairwise_phase import ClusterPairwiseStage, ClusterTask, PairwiseSettings
+from beam_curator.workflows.semantic.pairwise_phase import (
+    ClusterPairwiseStage,
+    ClusterScoresWriter,
+    ClusterTask,
+    PairwiseSettings,
+)
 
 RAW = np.array([[1, 2, 3], [4, 5, 6], [7, 8, 9], [10, 11, 12], [1, 2, 3], [1, 2, 3]], dtype=np.float32)
 UNIT = RAW / np.linalg.norm(RAW, axis=1, keepdims=True)
@@ -61,8 +66,12 @@ def six_documents(tmp_path) -> Path:
 
 
 def scored(by_center: Path, cluster: int = 0, **settings: object) -> pd.DataFrame:
-    stage = ClusterPairwiseStage(str(by_center), None, PairwiseSettings("id", **settings))
-    return stage.process(ClusterTask(data=cluster)).to_pandas()
+    """Scores of one cluster, as the pairwise phase's two stages leave them: in ``cluster_<k>.parquet``."""
+    scores = ClusterPairwiseStage(str(by_center), None, PairwiseSettings("id", **settings)).process(ClusterTask(data=cluster))
+    assert scores._metadata["centroid_id"] == cluster
+    written = ClusterScoresWriter(str(by_center.parent / "pairwise")).process(scores)
+    assert written.data == [str(by_center.parent / "pairwise" / f"cluster_{cluster}.parquet")]
+    return pd.read_parquet(written.data[0])
 
 
 EXPECTED = {

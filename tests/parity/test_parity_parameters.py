@@ -95,3 +95,10 @@ def test_ranking_strategy_decides_which_copy_is_kept(tmp_path):
                                            metadata_fields=["quality"], ranking_strategy=ranking).run()
     assert result.metadata["num_duplicates"] == 2
     assert pd.read_parquet(tmp_path / "out" / "duplicates")["id"].tolist() == [1, 4]  # the lower quality copies
+
+
+def test_nemo_positional_arguments_get_a_hint(tmp_path):
+    with pytest.raises(TypeError, match="pass n_clusters= by name"):
+        SemanticDeduplicationWorkflow(str(tmp_path), str(tmp_path / "out"), 5)
+    with pytest.raises(TypeError, match="pass input_filetype= by name"):
+        TextDuplicatesRemovalWorkflow(str(tmp_path), str(tmp_path), str(tmp_path / "out"), "parquet", id_field="id")

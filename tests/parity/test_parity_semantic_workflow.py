@@ -42,6 +42,7 @@ def runs(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
             embedding_field="embeddings", distance_metric="cosine", which_to_keep=which, eps=0.01,
             random_state=42, verbose=False,
         ).run()
+        assert result.get_metadata("num_duplicates") == result.metadata["num_duplicates"]  # NeMo's accessor
         found[which] = (output, result.metadata)
     return found
 
@@ -67,6 +68,8 @@ def test_output_schemas_and_row_counts(runs):
     assert len(kmeans) == 1500
     pairwise = files_under(output / "semantic_dedup" / "pairwise_results")
     assert set(pairwise.columns) == {"id", "max_id", "cosine_sim_score"} and len(pairwise) == 1500
+    names = sorted(path.name for path in (output / "semantic_dedup" / "pairwise_results").glob("*.parquet"))
+    assert names == [f"cluster_{k}.parquet" for k in range(5)]
     duplicates = files_under(output / "duplicates")
     assert set(duplicates.columns) == {"id"} and len(duplicates) == metadata["num_duplicates"]
     assert duplicates["id"].is_monotonic_increasing

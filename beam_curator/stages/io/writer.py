@@ -35,11 +35,16 @@ class FileWriterStage(ProcessingStage):
     def serialize(self, table: pa.Table, handle: BinaryIO) -> None:
         """Write the table's records to an open binary file."""
 
+    def file_stem(self, task: DocumentBatch) -> str:
+        """The file's name without extension: the task id, the same on every
+        replay of the task, so that a replay overwrites instead of duplicating."""
+        return task.task_id
+
     def process(self, task: DocumentBatch) -> FileGroupTask:
         table = task.to_pyarrow()
         if self.fields:
             table = table.select(self.fields)
-        final = f"{self.path}/{task.task_id}.{self.extension}"
+        final = f"{self.path}/{self.file_stem(task)}.{self.extension}"
         write_atomically(final, lambda handle: self.serialize(table, handle))
         result = FileGroupTask(dataset_name=task.dataset_name, data=[final])
         result._metadata = {**task._metadata, "num_records": table.num_rows}

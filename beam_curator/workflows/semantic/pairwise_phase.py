@@ -12,6 +12,7 @@ from beam_curator.dedup.semantic.cross_cluster import cross_cluster_scores
 from beam_curator.dedup.semantic.pairwise import ID, MAX_ID, SCORE, semdedup_cluster_by_keys
 from beam_curator.dedup.semantic.ranking import RankingStrategy, rank_keys
 from beam_curator.stages import ProcessingStage
+from beam_curator.stages.io import ParquetWriter
 from beam_curator.tasks import DocumentBatch, Task
 from beam_curator.workflows.semantic.clustering import embedding_matrix
 from beam_curator.workflows.semantic.layout import parquet_files, read_parquet
@@ -95,19 +96,33 @@ class ClusterPairwiseStage(ProcessingStage):
         return ids, vectors, keys
 
     def process(self, task: ClusterTask) -> DocumentBatch:
+        result = DocumentBatch(dataset_name="pairwise", data=self._scores(task.data))
+        result._metadata = {"centroid_id": task.data}
+        return result
+
+    def _scores(self, cluster: int) -> pd.DataFrame:
         s = self.settings
-        members = self._load(f"{self.by_center}/{MEMBERS_KEY}={task.data}")
+        members = self._load(f"{self.by_center}/{MEMBERS_KEY}={cluster}")
         if members is None:
-            return DocumentBatch(dataset_name="pairwise", data=pd.DataFrame({"id": [], "max_id": [], "cosine_sim_score": []}))
+            return pd.DataFrame({"id": [], "max_id": [], "cosine_sim_score": []})
         ids, vectors, keys = members
         frame = semdedup_cluster_by_keys(ids, vectors, keys, s.order, s.batch_size)
         if self.visitors is None:  # NeMo Curator's columns; the rest only serves combining passes
-            return DocumentBatch(dataset_name="pairwise", data=frame[[ID, MAX_ID, SCORE]])
+            return frame[[ID, MAX_ID, SCORE]]
         frame["pass"] = "cluster"
-        visitors = self._load(f"{self.visitors}/{VISITORS_KEY}={task.data}")
+        visitors = self._load(f"{self.visitors}/{VISITORS_KEY}={cluster}")
         if visitors is not None:
             cross = cross_cluster_scores(ids, vectors, keys, *visitors, s.which_to_keep, s.batch_size)
             cross["pass"] = "cross"
             frame = pd.concat([frame, cross], ignore_index=True)
-        frame["cluster"] = task.data
-        return DocumentBatch(dataset_name="pairwise", data=frame)
+        frame["cluster"] = cluster
+        return frame
+
+
+class ClusterScoresWriter(ParquetWriter):
+    """Writes each cluster's scores to ``cluster_<k>.parquet``, NeMo Curator's name."""
+
+    name = "pairwise_writer"
+
+    def file_stem(self, task: DocumentBatch) -> str:
+        return f"cluster_{task._metadata['centroid_id']}"

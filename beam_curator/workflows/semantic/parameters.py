@@ -41,6 +41,17 @@ def check_runner_settings(workflow: object, runner: str | None, settings: dict[s
         runner_args(runner, **settings)  # type: ignore[arg-type]
 
 
+def check_cache_path(owner: str, cache_path: object, nemo_argument: str, nemo_values: tuple[str, ...] = ()) -> None:
+    """NeMo Curator code that passes ``nemo_argument`` (one of ``nemo_values``,
+    or not a string) where our signature has ``cache_path`` gets told so,
+    rather than a cache folder named after it."""
+    if cache_path is not None and (not isinstance(cache_path, str) or cache_path in nemo_values):
+        raise TypeError(
+            f"{owner}: cache_path must be a folder, got {cache_path!r}; NeMo Curator has {nemo_argument} in this "
+            f"position: pass {nemo_argument}= by name"
+        )
+
+
 def apply_storage_options(owner: str, **where: tuple[str | list[str], dict[str, Any] | None]) -> None:
     """NeMo's ``read_kwargs`` / ``write_kwargs`` / ``cache_kwargs`` carry
     ``storage_options`` (credentials, endpoints) for object stores; each is

@@ -18,6 +18,7 @@ from beam_curator.workflows.semantic.ids import FILE_COLUMN, GENERATED_ID, ROW_C
 from beam_curator.workflows.semantic.layout import parquet_files, read_parquet
 from beam_curator.workflows.semantic.parameters import (
     apply_storage_options,
+    check_cache_path,
     check_runner_settings,
     pick,
     refuse_file_splitting,
@@ -125,6 +126,7 @@ class TextDuplicatesRemovalWorkflow:
     ) -> None:
         owner = type(self).__name__
         check_runner_settings(self, runner, runner_settings)
+        check_cache_path(owner, cache_path, "input_filetype", ("parquet", "jsonl"))
         if cache_path is None and id_field is None:
             raise ValueError(
                 f"{owner}: generated ids (id_field unset) are looked up in the cache_path the embedding phase used; "

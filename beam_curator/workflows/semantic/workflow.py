@@ -37,9 +37,20 @@ from beam_curator.workflows.semantic.grouping import (
 )
 from beam_curator.workflows.semantic.identification import identify, write_analysis
 from beam_curator.workflows.semantic.layout import CacheLayout, parquet_files
-from beam_curator.workflows.semantic.pairwise_phase import ClusterPairwiseStage, ListClustersStage, PairwiseSettings
+from beam_curator.workflows.semantic.pairwise_phase import (
+    ClusterPairwiseStage,
+    ClusterScoresWriter,
+    ListClustersStage,
+    PairwiseSettings,
+)
 from beam_curator.workflows.semantic.recall_phase import RECALL_EPS, measure_recall
-from beam_curator.workflows.semantic.parameters import apply_storage_options, check_runner_settings, pick, set_verbosity
+from beam_curator.workflows.semantic.parameters import (
+    apply_storage_options,
+    check_cache_path,
+    check_runner_settings,
+    pick,
+    set_verbosity,
+)
 from beam_curator.workflows.semantic.phases import BeamSettings, PhaseBook, digest, remove_tree
 
 logger = logging.getLogger(__name__)
@@ -50,6 +61,10 @@ class WorkflowResult:
     """``metadata`` holds the timings, counts and paths of the run."""
 
     metadata: dict[str, Any] = field(default_factory=dict)
+
+    def get_metadata(self, key: str, default: Any = None) -> Any:
+        """One entry of ``metadata``, as NeMo Curator's ``WorkflowRunResult.get_metadata``."""
+        return self.metadata.get(key, default)
 
 
 
@@ -112,6 +127,7 @@ class SemanticDeduplicationWorkflow:
     ) -> None:
         owner = type(self).__name__
         check_runner_settings(self, runner, runner_settings)
+        check_cache_path(owner, cache_path, "n_clusters")
         if eps is not None and not 0 <= eps < 1:
             raise ValueError(f"eps must be in [0, 1) or None, got {eps}")
         if input_filetype != "parquet" or any(ext != ".parquet" for ext in input_file_extensions or []):
@@ -252,7 +268,7 @@ class SemanticDeduplicationWorkflow:
         self.book.run_stages("pairwise", [
             ListClustersStage(self.layout.by_nearest_center),
             ClusterPairwiseStage(self.layout.by_nearest_center, visitors, self.pairwise),
-            ParquetWriter(self.layout.pairwise_results),
+            ClusterScoresWriter(self.layout.pairwise_results),
         ], self.layout.checkpoint("pairwise"))
         self.book.mark_done("pairwise", key)
         return key
