@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable
 
 
 def refuse_unknown(given: Iterable[str], valid: Iterable[str], owner: str) -> None:
@@ -29,17 +29,10 @@ def refuse_unknown(given: Iterable[str], valid: Iterable[str], owner: str) -> No
     )
 
 
-def checked_init(init: Callable[..., None]) -> Callable[..., None]:
-    """``init`` with its keyword arguments checked against its own signature
-    first (unless it takes ``**kwargs``)."""
-    parameters = inspect.signature(init).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-        return init
-    valid = [name for name, p in parameters.items() if name != "self" and p.kind is not inspect.Parameter.VAR_POSITIONAL]
-
-    @functools.wraps(init)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
-        refuse_unknown(kwargs, valid, type(self).__name__)
-        init(self, *args, **kwargs)
-
-    return wrapper
+@functools.lru_cache(maxsize=None)
+def keyword_names(init: Callable[..., None]) -> tuple[str, ...] | None:
+    """The keywords ``init`` takes, or None when it takes ``**kwargs``."""
+    parameters = inspect.signature(init).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    return tuple(p.name for p in parameters if p.name != "self" and p.kind is not inspect.Parameter.VAR_POSITIONAL)

@@ -12,7 +12,7 @@ import copy
 from abc import ABC, abstractmethod
 from typing import Any, Union
 
-from beam_curator.stages.arguments import checked_init
+from beam_curator.stages.arguments import keyword_names, refuse_unknown
 from beam_curator.stages.resources import Resources
 from beam_curator.tasks import Task
 
@@ -41,10 +41,13 @@ class ProcessingStage(ABC):
     is_sink_stage: bool = False
     resources: Resources = Resources()
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "__init__" in cls.__dict__:
-            cls.__init__ = checked_init(cls.__dict__["__init__"])  # type: ignore[method-assign]
+    def __new__(cls, *args: Any, **kwargs: Any) -> ProcessingStage:
+        # Checked here rather than in each __init__, so that every subclass,
+        # dataclasses included, refuses a misspelt keyword with a suggestion.
+        valid = keyword_names(cls.__init__)
+        if kwargs and valid is not None:
+            refuse_unknown(kwargs, valid, cls.__name__)
+        return super().__new__(cls)
 
     @property
     def stage_name(self) -> str:

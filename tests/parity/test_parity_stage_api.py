@@ -6,6 +6,7 @@ plus ``Resources``, ``with_`` and ``Task(_stage_perf=...)``."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fractions import Fraction
 
 import pytest
@@ -84,3 +85,20 @@ def test_task_accepts_stage_perf():
 def test_unknown_stage_keyword_is_refused_with_the_closest_names():
     with pytest.raises(TypeError, match=r"'lowercas'.*did you mean 'lowercase'"):
         Tokenize(lowercas=True)
+
+
+@dataclass
+class Score(ProcessingStage):
+    """NeMo Curator's stages are often dataclasses."""
+
+    field: str = "text"
+    threshold: float = 0.5
+
+    def process(self, task: Task) -> Task:
+        return task
+
+
+def test_dataclass_stages_refuse_unknown_keywords_too():
+    assert Score(threshold=0.7).threshold == 0.7
+    with pytest.raises(TypeError, match=r"'treshold'.*did you mean 'threshold'"):
+        Score(treshold=0.7)
