@@ -161,8 +161,11 @@ class SemanticDeduplicationWorkflow:
             missing = sorted(set(ranking_strategy.metadata_cols) - set(self.metadata_fields))
             if missing:
                 raise ValueError(f"ranking_strategy sorts by {missing}: add them to metadata_fields so they reach the clusters")
-            if cross_cluster:
-                raise ValueError("ranking_strategy orders each cluster on its own; it cannot be combined with cross_cluster")
+            if cross_cluster or recall_sample:
+                raise ValueError(
+                    "ranking_strategy orders each cluster on its own; the cross-cluster pass and the recall "
+                    "measurement need one order over all documents, so drop cross_cluster / recall_sample"
+                )
         self.pairwise = PairwiseSettings(
             id_field, embedding_field, which_to_keep, distance_metric, pairwise_batch_size, seed, cross_cluster,
             ranking_strategy,
