@@ -7,6 +7,7 @@ valid names, ``eps=None`` with removal raises as in NeMo, and
 from __future__ import annotations
 
 import json
+import logging
 import os
 
 import fsspec
@@ -102,3 +103,11 @@ def test_nemo_positional_arguments_get_a_hint(tmp_path):
         SemanticDeduplicationWorkflow(str(tmp_path), str(tmp_path / "out"), 5)
     with pytest.raises(TypeError, match="pass input_filetype= by name"):
         TextDuplicatesRemovalWorkflow(str(tmp_path), str(tmp_path), str(tmp_path / "out"), "parquet", id_field="id")
+
+
+def test_verbose_false_silences_progress_messages(tmp_path):
+    workflows = logging.getLogger("beam_curator.workflows.semantic.workflow")
+    SemanticDeduplicationWorkflow(str(tmp_path), str(tmp_path / "out"), verbose=False)
+    assert not workflows.isEnabledFor(logging.INFO)
+    SemanticDeduplicationWorkflow(str(tmp_path), str(tmp_path / "out"), verbose=True)
+    assert workflows.getEffectiveLevel() == logging.getLogger("beam_curator").getEffectiveLevel()

@@ -84,5 +84,6 @@ def refuse_file_splitting(owner: str, **values: object) -> None:
 
 
 def set_verbosity(verbose: bool) -> None:
-    """``verbose=False`` keeps the workflows' progress messages (INFO) out of the log."""
-    logging.getLogger("beam_curator.workflows").setLevel(logging.INFO if verbose else logging.WARNING)
+    """``verbose=False`` keeps the workflows' progress messages (INFO) out of
+    the log; ``True`` leaves the level to the application's logging setup."""
+    logging.getLogger("beam_curator.workflows").setLevel(logging.NOTSET if verbose else logging.WARNING)
