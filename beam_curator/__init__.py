@@ -12,6 +12,8 @@ from typing import Any
 
 _EXPORTS = {
     "Pipeline": "beam_curator.pipeline",
+    "RankingStrategy": "beam_curator.dedup.semantic.ranking",
+    "Resources": "beam_curator.stages.resources",
     "RunSummary": "beam_curator.pipeline",
     "SemanticDeduplicationWorkflow": "beam_curator.workflows",
     "TextDuplicatesRemovalWorkflow": "beam_curator.workflows",

@@ -82,7 +82,7 @@ def write_embeddings(vectors: np.ndarray, folder: Path, per_file: int) -> None:
     for part, start in enumerate(range(0, len(vectors), per_file)):
         block = np.ascontiguousarray(vectors[start : start + per_file], dtype=np.float32)
         embedding = pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1)), dims).cast(pa.list_(pa.float32()))
-        table = pa.table({ID: pa.array(np.arange(start, start + len(block), dtype=np.int64)), "embedding": embedding})
+        table = pa.table({ID: pa.array(np.arange(start, start + len(block), dtype=np.int64)), "embeddings": embedding})
         pq.write_table(table, folder / f"part-{part:05d}.parquet")
 
 
@@ -93,10 +93,11 @@ def run_workflow(
     write_inputs(records[:n], inputs, args.docs_per_file)
     k = args.clusters or max(1, n // args.docs_per_cluster)
     shared = dict(n_clusters=k, eps=args.eps, pairwise_batch_size=args.batch, runner=args.runner)
+    jsonl = dict(input_filetype="jsonl", output_filetype="jsonl")
     if embedded is None:
         meta = TextSemanticDeduplicationWorkflow(
             str(inputs), str(output), str(cache), id_field=ID, embedding_backend="sentence-transformers",
-            embedding_max_chars=args.embed_max_chars, **shared,
+            embedding_max_chars=args.embed_max_chars, **jsonl, **shared,
         ).run().metadata
     else:
         write_embeddings(embedded.vectors[:n], cache / "embeddings", args.docs_per_file)
@@ -106,7 +107,7 @@ def run_workflow(
         meta.update(
             TextDuplicatesRemovalWorkflow(
                 str(inputs), meta["duplicates_path"], str(output / "deduplicated"), str(cache),
-                id_field=ID, runner=args.runner,
+                id_field=ID, runner=args.runner, **jsonl,
             ).run()
         )
         meta["embedding_time"] = None

@@ -7,8 +7,8 @@ iterations each actually ran are reported. Inertia is recomputed for every
 result by one function (squared L2 distance of each row to its nearest
 returned centroid, summed in float64), so it compares centroids rather than
 each library's own bookkeeping. Times include initialisation, which differs:
-ours is greedy k-means++ on a projected subsample, scikit-learn's greedy
-k-means++ on all rows, faiss's random rows. A last row gives ours stopped at
+ours is k-means|| (NeMo Curator's default) on a projected subsample,
+scikit-learn's greedy k-means++ on all rows, faiss's random rows. A last row gives ours stopped at
 the fewest iterations that reach faiss's inertia ("at equal inertia").
 
 Rounds rotate the order of the contenders; round r uses seed r (seed 0 is

@@ -32,6 +32,8 @@ def main() -> None:
         input_path=sample_corpus_path(),
         output_path=f"{args.output}/results",
         cache_path=f"{args.output}/cache",
+        input_filetype="jsonl",
+        output_filetype="jsonl",
         id_field="doc_id",
         n_clusters=20,
         eps=args.eps,
@@ -42,7 +44,7 @@ def main() -> None:
 
     texts = pd.concat(pd.read_json(path, lines=True) for path in sorted(
         __import__("glob").glob(f"{sample_corpus_path()}/*.jsonl"))).set_index("doc_id")["text"]
-    duplicates = pd.read_parquet(result.metadata["duplicates_path"])
+    duplicates = pd.read_parquet(result.metadata["duplicate_pairs_path"])  # id, max_id, cosine_sim_score
     exact = duplicates[duplicates["id"].map(texts) == duplicates["max_id"].map(texts)]
     near = duplicates.drop(exact.index).sort_values("cosine_sim_score")
     print(f"\n{len(duplicates)} of {len(texts)} documents are duplicates at eps={args.eps}: "

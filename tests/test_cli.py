@@ -107,7 +107,7 @@ def test_semdedup_deduplicates_tiny_data_and_prints_a_summary(tmp_path: Path, ca
     assert code == 0
     out = capsys.readouterr().out
     summary = {line.split()[0]: line.split()[1] for line in out.split("semantic deduplication summary")[1].splitlines() if line.strip()}
-    duplicates = pd.read_parquet(tmp_path / "output" / "duplicates" / "duplicates.parquet")
+    duplicates = pd.read_parquet(tmp_path / "output" / "duplicate_pairs" / "duplicate_pairs.parquet")
     assert len(duplicates) == 2 and {frozenset(pair) for pair in duplicates[["id", "max_id"]].values} == {
         frozenset({"d1", "copy-1"}), frozenset({"d5", "copy-5"})}
     assert summary["num_duplicates"] == summary["num_duplicates_removed"] == "2"

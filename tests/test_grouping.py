@@ -39,10 +39,10 @@ def run(embeddings: Path, base: Path, **settings: object) -> Path:
     return base / "cache" / "semantic_dedup" / "kmeans_results"
 
 
-def folder_ids(root: Path) -> dict[int, list[int]]:
-    """Cluster -> ids of its folder, checking that each folder holds one file."""
+def folder_ids(root: Path, key: str = "nearest_cent") -> dict[int, list[int]]:
+    """Cluster -> ids of its hive folder ``<key>=<cluster>``, checking that each folder holds one file."""
     found = {}
-    for folder in root.glob("nearest_cent=*"):
+    for folder in root.glob(f"{key}=*"):
         files = list(folder.glob("*.parquet"))
         assert len(files) == 1, f"{folder} holds {len(files)} files"
         found[int(folder.name.split("=")[1])] = pd.read_parquet(files[0])["id"].tolist()
@@ -55,7 +55,7 @@ def test_one_file_per_cluster_and_every_document_once(embeddings, tmp_path, monk
     kmeans = run(embeddings, tmp_path, cross_cluster=True)
     members = folder_ids(kmeans / "embs_by_nearest_center")
     assert sorted(i for ids in members.values() for i in ids) == list(range(DOCS))
-    visitors = folder_ids(kmeans / "embs_by_second_center")
+    visitors = folder_ids(kmeans / "embs_by_second_center", "second_nearest_cent")
     # Without a margin every document visits its second-nearest cluster, never its own.
     assert sorted(i for ids in visitors.values() for i in ids) == list(range(DOCS))
     assert all(not set(ids) & set(members[c]) for c, ids in visitors.items())

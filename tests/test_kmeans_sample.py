@@ -25,7 +25,7 @@ def embeddings(tmp_path_factory) -> tuple[Path, pd.DataFrame]:
     rng = np.random.default_rng(5)
     vectors = rng.normal(size=(DOCS, DIMS)).astype(np.float32)
     folder = write_embeddings(tmp_path_factory.mktemp("emb") / "embeddings", list(range(DOCS)), vectors, files=FILES)
-    return folder, pd.DataFrame({"id": range(DOCS), "embedding": list(vectors)})
+    return folder, pd.DataFrame({"id": range(DOCS), "embeddings": list(vectors)})
 
 
 def run(embeddings: Path, base: Path, seed: int = 42) -> pd.DataFrame:
@@ -45,8 +45,8 @@ def test_sample_is_a_budget_sized_draw_from_every_file(embeddings, tmp_path):
     assert 300 < len(sample) < 500
     assert sample["file"].nunique() == FILES
     assert sample["id"].is_unique
-    drawn = data.set_index("id").loc[sample["id"], "embedding"]
-    assert np.array_equal(np.stack(sample["embedding"]), np.stack(drawn))
+    drawn = data.set_index("id").loc[sample["id"], "embeddings"]
+    assert np.array_equal(np.stack(sample["embeddings"]), np.stack(drawn))
 
 
 def test_draw_depends_on_the_seed_and_the_documents_alone(embeddings, tmp_path):
@@ -54,7 +54,7 @@ def test_draw_depends_on_the_seed_and_the_documents_alone(embeddings, tmp_path):
     first = set(run(folder, tmp_path / "a")["id"])
     assert set(run(folder, tmp_path / "b")["id"]) == first
     # The same documents in other files (other names, other partitions): the same sample.
-    regrouped = write_embeddings(tmp_path / "regrouped", list(data["id"]), np.stack(data["embedding"]), files=3)
+    regrouped = write_embeddings(tmp_path / "regrouped", list(data["id"]), np.stack(data["embeddings"]), files=3)
     assert set(run(regrouped, tmp_path / "c")["id"]) == first
     assert set(run(folder, tmp_path / "d", seed=7)["id"]) != first
 

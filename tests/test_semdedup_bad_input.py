@@ -28,7 +28,7 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def run_text(input_path: Path | str, base: Path, **settings: object) -> None:
     settings = {"embedding_backend": "sentence-transformers", "n_clusters": 2, "eps": 0.01, "runner": "local",
-                **settings}
+                "input_filetype": "jsonl", "output_filetype": "jsonl", **settings}
     TextSemanticDeduplicationWorkflow(str(input_path), str(base / "output"), str(base / "cache"), **settings).run()
 
 

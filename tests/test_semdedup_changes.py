@@ -51,7 +51,7 @@ def corpus() -> dict[str, list[dict]]:
 
 def run(input_dir: Path, base: Path, **settings: object) -> tuple[dict, list[str]]:
     options = {"id_field": "doc_id", "embedding_backend": "sentence-transformers", "n_clusters": 2, "eps": 0.01,
-               "runner": "local", **settings}
+               "runner": "local", "input_filetype": "jsonl", "output_filetype": "jsonl", **settings}
     with captured_logs() as logs:
         metadata = TextSemanticDeduplicationWorkflow(
             str(input_dir), str(base / "output"), str(base / "cache"), **options

@@ -30,7 +30,7 @@ def run(input_dir: Path, base: Path) -> list[str]:
     with captured_logs() as logs:
         TextSemanticDeduplicationWorkflow(
             str(input_dir), str(base / "output"), str(base / "cache"), embedding_backend="sentence-transformers",
-            n_clusters=4, eps=0.05, runner="local",
+            n_clusters=4, eps=0.05, runner="local", input_filetype="jsonl", output_filetype="jsonl",
         ).run()
     return logs
 

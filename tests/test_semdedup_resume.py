@@ -87,7 +87,7 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_matches_an_uninterrupted_r
     assert 0 < len(done) < N_CLUSTERS, f"expected a run stopped midway, {len(done)} clusters checkpointed"
     assert not (output / "duplicates").exists()
     finished_files = {path: path.stat().st_mtime_ns for path in scored_clusters(pairwise)
-                      if "_".join(path.stem.split("_")[:2]) in done}
+                      if f"0_cluster{path.stem.removeprefix('cluster_')}" in done}  # cluster_<k> is partition 0_cluster<k>
     assert len(finished_files) == len(done)
 
     rerun = subprocess.run(command, capture_output=True, text=True, timeout=300)
@@ -137,6 +137,7 @@ def test_a_rerun_after_files_were_added_embeds_only_them_and_deduplicates_everyt
     def run() -> dict:
         return TextSemanticDeduplicationWorkflow(
             str(tmp_path / "input"), str(tmp_path / "output"), str(tmp_path / "cache"), id_field="doc_id",
+            input_filetype="jsonl", output_filetype="jsonl",
             embedding_backend="sentence-transformers", n_clusters=2, eps=0.01, runner="local",
         ).run().metadata
 

@@ -54,5 +54,5 @@ def test_vllm_embeddings_find_every_exact_duplicate(tmp_path: Path) -> None:
     assert metadata["num_duplicates"] == metadata["num_duplicates_removed"] == len(removed)
     expected = canonical([row for row in rows if row["doc_id"] not in removed])
     assert output_rows(tmp_path / "output" / "deduplicated") == expected
-    vectors = pd.read_parquet(next((tmp_path / "cache" / "embeddings").glob("*.parquet")))["embedding"]
+    vectors = pd.read_parquet(next((tmp_path / "cache" / "embeddings").glob("*.parquet")))["embeddings"]
     assert len(vectors.iloc[0]) == 384

@@ -43,6 +43,7 @@ def write_input(folder: Path) -> list[dict]:
 def run(tmp_path: Path, **runner: object) -> dict:
     return TextSemanticDeduplicationWorkflow(
         str(tmp_path / "input"), str(tmp_path / "output"), str(tmp_path / "cache"), id_field="doc_id",
+        input_filetype="jsonl", output_filetype="jsonl",
         embedding_backend="sentence-transformers", n_clusters=2, eps=0.01, **runner,
     ).run().metadata
 

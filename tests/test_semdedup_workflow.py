@@ -62,7 +62,8 @@ class Run:
 def workflow(input_dir: Path, base: Path, **settings: object) -> TextSemanticDeduplicationWorkflow:
     return TextSemanticDeduplicationWorkflow(
         str(input_dir), str(base / "output"), str(base / "cache"), embedding_backend="sentence-transformers",
-        embedding_max_chars=MAX_CHARS, n_clusters=4, runner="local", **settings,
+        embedding_max_chars=MAX_CHARS, n_clusters=4, runner="local", input_filetype="jsonl", output_filetype="jsonl",
+        **settings,
     )
 
 
@@ -95,7 +96,7 @@ def generated_ids(offline, tmp_path_factory) -> tuple[Run, Run]:
     base = tmp_path_factory.mktemp("generated_ids")
     input_dir = copy_corpus(base / "input", GENERATED_ID_FILES)
     with captured_logs() as logs:
-        analysis = workflow(input_dir, base, eps=None).run()
+        analysis = workflow(input_dir, base, eps=None, perform_removal=False).run()
     analysis_run = finished(input_dir, base, analysis, logs)
     with captured_logs() as logs:
         chosen = workflow(input_dir, base, eps=EPS).run()
@@ -112,7 +113,7 @@ def encoder(offline):
 
 def cached_embeddings(cache: Path, id_column: str) -> tuple[np.ndarray, np.ndarray]:
     frame = pd.concat([pd.read_parquet(file) for file in sorted((cache / "embeddings").glob("*.parquet"))])
-    vectors = np.stack(frame["embedding"].to_numpy()).astype(np.float64)
+    vectors = np.stack(frame["embeddings"].to_numpy()).astype(np.float64)
     return frame[id_column].to_numpy(), vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 

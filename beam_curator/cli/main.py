@@ -76,7 +76,7 @@ def _semdedup(args: argparse.Namespace, beam_args: list[str]) -> int:
 
     workflow = TextSemanticDeduplicationWorkflow(
         input_path=args.input, output_path=args.output, cache_path=args.cache,
-        input_filetype=args.input_filetype, text_field=args.text_field, id_field=args.id_field,
+        input_filetype=args.input_filetype, output_filetype=args.input_filetype, text_field=args.text_field, id_field=args.id_field,
         model_identifier=args.model_identifier, embedding_backend=args.embedding_backend,
         embedding_pretokenize=args.embedding_pretokenize,
         embedding_vllm_init_kwargs=json.loads(args.embedding_vllm_init_kwargs) if args.embedding_vllm_init_kwargs else None,
@@ -87,7 +87,7 @@ def _semdedup(args: argparse.Namespace, beam_args: list[str]) -> int:
         eps=args.eps, which_to_keep=args.which_to_keep, distance_metric=args.distance_metric,
         pairwise_batch_size=args.pairwise_batch_size, cross_cluster=args.cross_cluster,
         cross_cluster_margin=args.cross_cluster_margin, recall_sample=args.recall_sample,
-        perform_removal=not args.no_removal, seed=args.seed, **_runner_settings(args, beam_args),
+        perform_removal=not args.no_removal and args.eps is not None, seed=args.seed, **_runner_settings(args, beam_args),
     )
     result = workflow.run()
     print("\nsemantic deduplication summary")
@@ -111,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     sem = commands.add_parser("semdedup", help="semantic deduplication (SemDeDup) of text files")
     sem.add_argument("--input", required=True, help="folder, glob or file of the input data")
     sem.add_argument("--output", required=True, help="where duplicates/ and deduplicated/ go")
-    sem.add_argument("--cache", required=True, help="where embeddings, clusters and scores go")
+    sem.add_argument("--cache", help="where embeddings, clusters and scores go (default: under --output)")
     sem.add_argument("--input-filetype", default="jsonl", choices=["jsonl", "parquet"])
     sem.add_argument("--text-field", default="text")
     sem.add_argument("--id-field", help="your unique id column (default: generate _curator_dedup_id)")

@@ -8,9 +8,12 @@ completion tracking; stage code only transforms payloads.
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from typing import Any, Union
 
+from beam_curator.stages.arguments import keyword_names, refuse_unknown
+from beam_curator.stages.resources import Resources
 from beam_curator.tasks import Task
 
 StageResult = Union[Task, list[Task], None]
@@ -25,14 +28,26 @@ class ProcessingStage(ABC):
         groups up to this many tasks per call.
       is_source_stage / is_sink_stage: override the default (first stage is
         the source, last stage is the sink).
-      resources: hints for the runner, e.g. ``{"gpus": 1}``.
+      resources: a :class:`Resources` (``cpus``, ``gpus``, ``gpu_memory_gb``,
+        ``gpu_type``, ``min_ram``), given to the runner as resource hints.
+
+    A subclass's ``__init__`` refuses unknown keyword arguments with the
+    closest valid names (see ``stages.arguments``).
     """
 
     name: str = ""
     batch_size: int = 1
     is_source_stage: bool = False
     is_sink_stage: bool = False
-    resources: dict[str, Any] = {}
+    resources: Resources = Resources()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> ProcessingStage:
+        # Checked here rather than in each __init__, so that every subclass,
+        # dataclasses included, refuses a misspelt keyword with a suggestion.
+        valid = keyword_names(cls.__init__)
+        if kwargs and valid is not None:
+            refuse_unknown(kwargs, valid, cls.__name__)
+        return super().__new__(cls)
 
     @property
     def stage_name(self) -> str:
@@ -57,6 +72,21 @@ class ProcessingStage(ABC):
         can only be attributed to the batch as a whole.
         """
         return [self.process(task) for task in tasks]
+
+    def with_(
+        self, name: str | None = None, resources: Resources | None = None, batch_size: int | None = None,
+    ) -> ProcessingStage:
+        """A copy of this stage with ``name``, ``resources`` or ``batch_size``
+        replaced, as NeMo Curator's ``with_`` (its Ray and Xenna options have
+        no meaning on Beam)."""
+        changed = copy.deepcopy(self)
+        if name is not None:
+            changed.name = name
+        if resources is not None:
+            changed.resources = Resources.of(resources)
+        if batch_size is not None:
+            changed.batch_size = batch_size
+        return changed
 
     def uses_batches(self) -> bool:
         return self.batch_size > 1 and type(self).process_batch is not ProcessingStage.process_batch

@@ -123,9 +123,11 @@ def derive_sources(root: Task, result: StageResult, stage_name: str) -> StepOutc
     kept = [item for item in _as_list(result) if not _is_filtered(item)]
     for position, item in enumerate(kept):
         _check_task(item, stage_name)
-        if isinstance(item, FailedTask):
-            outcome.failed.append(item)
-            continue
+        if isinstance(item, FailedTask):  # nothing to replay: no partition exists yet
+            raise ValueError(
+                f"Source stage {stage_name} emitted FailedTask ({item.reason or 'no reason given'}); a source stage "
+                "lists partitions and cannot fail one: raise an exception naming the bad input instead"
+            )
         segment = item.get_deterministic_id()
         if segment is None:
             segment = str(position)

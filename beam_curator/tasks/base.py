@@ -18,13 +18,22 @@ T = TypeVar("T")
 
 @dataclass
 class Task(Generic[T]):
-    """Base class of all tasks: ``data`` is the payload, ``_metadata`` is free-form."""
+    """Base class of all tasks: ``data`` is the payload, ``_metadata`` is free-form.
+
+    ``_stage_perf`` holds per-stage performance records as in NeMo Curator
+    (accepted so that code building tasks with it ports; Beam's metrics,
+    not this list, carry our per-stage counters).
+    """
 
     task_id: str = ""
     dataset_name: str = ""
     data: T | None = None
     _metadata: dict[str, Any] = field(default_factory=dict)
     _credits: dict[str, Fraction] = field(default_factory=dict, repr=False)
+    _stage_perf: list[Any] = field(default_factory=list, repr=False)
+
+    def add_stage_perf(self, perf_stats: Any) -> None:
+        self._stage_perf.append(perf_stats)
 
     @property
     def num_items(self) -> int:

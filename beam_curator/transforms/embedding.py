@@ -55,7 +55,7 @@ class EmbeddingStage(TransformStage):
 
     name = "embedding"
 
-    def __init__(self, handler: ModelHandler, text_field: str = "text", embedding_field: str = "embedding") -> None:
+    def __init__(self, handler: ModelHandler, text_field: str = "text", embedding_field: str = "embeddings") -> None:
         self.handler = handler
         self.text_field = text_field
         self.embedding_field = embedding_field

@@ -8,15 +8,16 @@ so the same pipeline still runs on a laptop.
 from __future__ import annotations
 
 from beam_curator.stages import ProcessingStage
+from beam_curator.stages.resources import Resources
 
 
 def resource_hints(stage: ProcessingStage) -> dict[str, str]:
-    """``{"gpus": n, "gpu_type": t, "min_ram": "16GB"}`` → Beam's hint keywords."""
+    """``Resources(gpus=n, gpu_type=t, min_ram="16GB")`` → Beam's hint keywords."""
+    wanted = Resources.of(stage.resources)
     hints: dict[str, str] = {}
-    gpus = int(stage.resources.get("gpus", 0))
-    if gpus:
-        gpu_type = stage.resources.get("gpu_type", "nvidia-l4")
-        hints["accelerator"] = f"type:{gpu_type};count:{gpus};install-nvidia-driver"
-    if "min_ram" in stage.resources:
-        hints["min_ram"] = str(stage.resources["min_ram"])
+    if wanted.gpus_requested:
+        gpu_type = wanted.gpu_type or "nvidia-l4"
+        hints["accelerator"] = f"type:{gpu_type};count:{wanted.gpus_requested};install-nvidia-driver"
+    if wanted.min_ram:
+        hints["min_ram"] = str(wanted.min_ram)
     return hints

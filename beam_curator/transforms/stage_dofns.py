@@ -19,6 +19,7 @@ from beam_curator.checkpoint import CheckpointStore
 from beam_curator.runners.gpu import pin_worker_gpu
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.lineage import StepOutcome, derive, derive_batch, derive_sources, source_key
+from beam_curator.stages.resources import Resources
 from beam_curator.tasks import Task
 
 logger = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ class _StageDoFn(beam.DoFn):
         self.completed = Metrics.counter(NAMESPACE, "partitions_completed")
 
     def setup(self) -> None:
-        if self.stage.resources.get("gpus"):
+        if Resources.of(self.stage.resources).requires_gpu:
             pin_worker_gpu()
         self.stage.setup()
 

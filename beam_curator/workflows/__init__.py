@@ -1,6 +1,7 @@
 """Ready-made workflows built from stages and Beam transforms."""
 
 from beam_curator.workflows.semantic import (
+    RankingStrategy,
     SemanticDeduplicationWorkflow,
     TextDuplicatesRemovalWorkflow,
     TextSemanticDeduplicationWorkflow,
@@ -8,6 +9,7 @@ from beam_curator.workflows.semantic import (
 )
 
 __all__ = [
+    "RankingStrategy",
     "SemanticDeduplicationWorkflow",
     "TextDuplicatesRemovalWorkflow",
     "TextSemanticDeduplicationWorkflow",

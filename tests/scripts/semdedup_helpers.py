@@ -57,16 +57,17 @@ def exact_groups(rows: list[dict], key: str) -> list[list]:
 
 
 def write_embeddings(folder: Path, ids: list, vectors: np.ndarray, files: int = 1) -> Path:
-    """An embeddings folder as SemanticDeduplicationWorkflow reads it (id, embedding)."""
+    """An embeddings folder as SemanticDeduplicationWorkflow reads it (id, embeddings)."""
     folder.mkdir(parents=True, exist_ok=True)
     for part, rows in enumerate(np.array_split(np.arange(len(ids)), files)):
-        frame = pd.DataFrame({"id": [ids[i] for i in rows], "embedding": list(vectors[rows].astype(np.float32))})
+        frame = pd.DataFrame({"id": [ids[i] for i in rows], "embeddings": list(vectors[rows].astype(np.float32))})
         frame.to_parquet(folder / f"part-{part:03d}.parquet", index=False)
     return folder
 
 
 def duplicate_ids(output_path: Path) -> pd.DataFrame:
-    return pd.read_parquet(output_path / "duplicates" / "duplicates.parquet")
+    """Each duplicate with the document it duplicates and their score, by id."""
+    return pd.read_parquet(output_path / "duplicate_pairs" / "duplicate_pairs.parquet")
 
 
 def file_times(*folders: Path) -> dict[str, int]:

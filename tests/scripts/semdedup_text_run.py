@@ -16,7 +16,7 @@ def workflow(input_path: str, output_path: str, cache_path: str) -> TextSemantic
     """The run under test; the test builds its uninterrupted reference from the same settings."""
     return TextSemanticDeduplicationWorkflow(
         input_path, output_path, cache_path, embedding_backend="sentence-transformers", n_clusters=4, eps=0.05,
-        runner="local",
+        runner="local", input_filetype="jsonl", output_filetype="jsonl",
     )
 
 

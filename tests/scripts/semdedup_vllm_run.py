@@ -18,7 +18,7 @@ def main(input_path: str, output_path: str, cache_path: str) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", force=True)
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     result = TextSemanticDeduplicationWorkflow(
-        input_path, output_path, cache_path, id_field="doc_id", embedding_backend="vllm",
+        input_path, output_path, cache_path, id_field="doc_id", embedding_backend="vllm", input_filetype="jsonl", output_filetype="jsonl",
         embedding_vllm_init_kwargs={"gpu_memory_utilization": 0.05}, embedding_max_tokens=128, embedding_pretokenize=True,
         n_clusters=3, eps=0.01, runner="local",
     ).run()

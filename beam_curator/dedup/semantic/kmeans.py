@@ -16,14 +16,15 @@ centroid to within the noise that matters for grouping near-duplicates, the
 sample fits in one GPU's (or host's) memory, and the data is read exactly
 twice (sample + assignment), both embarrassingly parallel and resumable.
 
-Backends share one results contract: seeded; k-means++ family of
-initialisations; ``n_iter`` counts centroid updates; ``inertia`` is that of
+Backends share one results contract: seeded; cuML's initialisations
+(k-means|| by default, as NeMo Curator, see :mod:`.kmeans_seeding`) and
+``n_init`` restarts keeping the lowest inertia; ``n_iter`` counts centroid updates; ``inertia`` is that of
 the returned centroids over the fitted rows; the same meaning of ``tol``.
 
 * ``"cuml"`` (:mod:`.kmeans_cuml`): ``cuml.cluster.KMeans`` with
   ``init="scalable-k-means++"`` (the parallel k-means|| variant) on an NVIDIA
   GPU.
-* ``"torch"`` (:mod:`.kmeans_torch`): greedy k-means++ on a subsample, then
+* ``"torch"`` (:mod:`.kmeans_torch`): k-means|| seeding on a subsample, then
   Lloyd iterations as blocked matrix products with Hamerly's bounds (same
   labels as plain Lloyd, far fewer products once clusters settle), on CUDA
   when available, else on the CPU.
@@ -49,11 +50,13 @@ import torch
 
 from beam_curator.dedup.semantic.device import resolve_device
 from beam_curator.dedup.semantic.kmeans_cuml import fit_cuml
+from beam_curator.dedup.semantic.kmeans_seeding import InitOptions
 from beam_curator.dedup.semantic.kmeans_torch import as_tensor, fit_torch, two_nearest
 
 Backend = Literal["auto", "cuml", "torch"]
 
 _EPS = 1e-12
+__all__ = ["Assignment", "InitOptions", "KMeansModel", "assign", "fit_kmeans"]
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,7 @@ def fit_kmeans(
     backend: Backend = "auto",
     device: str | torch.device | None = None,
     max_sample_bytes: int | None = None,
+    init: InitOptions = InitOptions(),
 ) -> KMeansModel:
     """Fit ``n_clusters`` centroids to the rows of ``x`` (n, d).
 
@@ -106,7 +110,8 @@ def fit_kmeans(
     drawn uniformly without replacement with ``seed``. ``backend="auto"``
     picks cuML when it is installed and a CUDA GPU is visible, else torch.
     ``device`` (e.g. ``"cuda:1"``, ``"cpu"``) defaults to the first GPU when
-    there is one.
+    there is one. ``init`` is how fits start and how many are made
+    (:class:`~beam_curator.dedup.semantic.kmeans_seeding.InitOptions`).
     """
     _check_matrix(x, "x")
     n, d = x.shape
@@ -122,7 +127,7 @@ def fit_kmeans(
     sample = _budgeted_sample(x, int(n_clusters), max_sample_bytes, seed)
     chosen = _resolve_backend(backend)
     fit = fit_cuml if chosen == "cuml" else fit_torch
-    centroids, n_iter, inertia = fit(sample, int(n_clusters), max_iter, tol, seed, device)
+    centroids, n_iter, inertia = fit(sample, int(n_clusters), max_iter, tol, seed, device, init)
     return KMeansModel(centroids, n_iter, inertia, backend=chosen, n_fit_rows=len(sample))
 
 

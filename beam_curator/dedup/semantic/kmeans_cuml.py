@@ -1,6 +1,7 @@
 """The cuML backend of :mod:`beam_curator.dedup.semantic.kmeans`:
-``cuml.cluster.KMeans`` with the parallel k-means|| initialisation on one
-NVIDIA GPU. cupy and cuml are imported on call, so this module loads on hosts
+``cuml.cluster.KMeans`` on one NVIDIA GPU, with the initialisation settings
+of :class:`~beam_curator.dedup.semantic.kmeans_seeding.InitOptions` (cuML's
+own names; k-means|| by default). cupy and cuml are imported on call, so this module loads on hosts
 without them; :func:`beam_curator.dedup.semantic.kmeans.fit_kmeans` only calls
 it once it has found both and a GPU.
 """
@@ -11,10 +12,12 @@ import numpy as np
 import torch
 
 from beam_curator.dedup.semantic.device import resolve_device
+from beam_curator.dedup.semantic.kmeans_seeding import InitOptions
 
 
 def fit_cuml(
-    sample: np.ndarray, k: int, max_iter: int, tol: float, seed: int, device: str | torch.device | None
+    sample: np.ndarray, k: int, max_iter: int, tol: float, seed: int, device: str | torch.device | None,
+    init: InitOptions = InitOptions(),
 ) -> tuple[np.ndarray, int, float]:
     """Centroids, number of centroid updates and inertia of a seeded fit to
     ``sample`` on a CUDA ``device`` (default: the first GPU)."""
@@ -30,8 +33,10 @@ def fit_cuml(
             max_iter=max_iter,
             tol=tol,
             random_state=seed,
-            init="scalable-k-means++",
-            n_init=1,
+            init=init.init,  # cuML takes the same names ("k-means||", "k-means++", "random") and arrays
+            n_init=init.starts(),
+            oversampling_factor=init.oversampling_factor,
+            max_samples_per_batch=init.max_samples_per_batch or 1 << 15,
             output_type="numpy",
         )
         model.fit(sample)

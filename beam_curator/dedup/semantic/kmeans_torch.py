@@ -1,7 +1,8 @@
 """The torch backend of :mod:`beam_curator.dedup.semantic.kmeans`.
 
-Greedy k-means++ seeding on a projected subsample, then Lloyd iterations as
-blocked matrix products with Hamerly's bounds. It runs on any torch device, so
+Seeding (:mod:`.kmeans_seeding`: k-means||, greedy k-means++ or random),
+then Lloyd iterations as blocked matrix products with Hamerly's bounds,
+restarted ``n_init`` times if asked. It runs on any torch device, so
 the same code fits on a CUDA GPU and on a CPU-only worker; the shared helpers
 (:func:`as_tensor`, :func:`two_nearest`) also serve the assignment step.
 """
@@ -17,15 +18,11 @@ import numpy as np
 import torch
 
 from beam_curator.dedup.semantic.device import resolve_device
+from beam_curator.dedup.semantic.kmeans_seeding import InitOptions, initial_centroids
 
-# k-means++ seeds from at most this many rows per cluster, in at most this
-# many principal dimensions (see _kmeans_plus_plus). Measured on normalised
-# mixtures of 200-250 gaussians, d=384, k = number of modes, 4 seeds: 32 rows
-# per cluster in 64 dimensions gave a converged inertia 1-3% *lower* than 32
-# rows in all 384 dimensions (16 rows: ~2% higher), at a third of the
-# seeding time; seeding on all rows costs more than the Lloyd iterations.
-_INIT_ROWS_PER_CLUSTER = 32
-_SEED_DIMS = 64
+# Restart r of an n_init fit is seeded with seed + r * this step, so that
+# restarts of one seed do not repeat the first runs of a nearby seed.
+_RESTART_SEED_STEP = 1_000_003
 # Elements of the (rows x k) distance block computed at once during the fit.
 # On the CPU every block op is a parallel region, and on a shared host a
 # descheduled thread stalls each one for a time slice: 2**22 (16 MiB, still
@@ -56,16 +53,29 @@ def two_nearest(
 
 
 def fit_torch(
-    sample: np.ndarray, k: int, max_iter: int, tol: float, seed: int, device: str | torch.device | None
+    sample: np.ndarray, k: int, max_iter: int, tol: float, seed: int, device: str | torch.device | None,
+    init: InitOptions = InitOptions(),
 ) -> tuple[np.ndarray, int, float]:
     """Centroids, number of centroid updates and inertia of a seeded fit to
-    ``sample`` on ``device`` (default: CUDA when available, else the CPU)."""
+    ``sample`` on ``device`` (default: CUDA when available, else the CPU).
+    With ``init.n_init`` > 1 the fit is restarted from new seeds and the run
+    with the lowest inertia is kept (the first on ties)."""
     dev = resolve_device(device)
     x = as_tensor(sample, dev)
-    gen = torch.Generator().manual_seed(seed)
-    lloyd = _Lloyd(x, k)
-    with _one_cpu_thread(dev):
-        centroids = _kmeans_plus_plus(x, k, gen)
+    best: tuple[np.ndarray, int, float] | None = None
+    for start in range(init.starts()):
+        gen = torch.Generator().manual_seed(seed + start * _RESTART_SEED_STEP)
+        lloyd = _Lloyd(x, k, init.max_samples_per_batch)
+        with _one_cpu_thread(dev):
+            centroids = initial_centroids(x, k, gen, init)
+        run = _lloyd_iterations(lloyd, centroids, max_iter, tol)
+        if best is None or run[2] < best[2]:
+            best = run
+    assert best is not None
+    return best
+
+
+def _lloyd_iterations(lloyd: _Lloyd, centroids: torch.Tensor, max_iter: int, tol: float) -> tuple[np.ndarray, int, float]:
     inertia = lloyd.assign_all(centroids)
     n_iter, changed = 0, -1
     prev_inertia = math.inf
@@ -106,47 +116,6 @@ def _one_cpu_thread(device: torch.device) -> Iterator[None]:
             torch.set_num_threads(threads)
 
 
-def _kmeans_plus_plus(x: torch.Tensor, k: int, gen: torch.Generator) -> torch.Tensor:
-    """Greedy k-means++ seeding: each step draws several candidates with
-    probability proportional to squared distance and keeps the one that
-    lowers the potential most. It runs on a seeded pool of at most
-    ``_INIT_ROWS_PER_CLUSTER * k`` rows, projected onto the pool's top
-    ``_SEED_DIMS`` principal components: every one of the k sequential steps
-    streams the whole pool, and the projection keeps the directions that
-    separate clusters while cutting that traffic (and so seeding time) ~6x
-    for d=384. Seeds are pool rows in full dimension. Random draws come from
-    the CPU generator, so the sequence is the same on every device."""
-    n, d = x.shape
-    m = min(n, _INIT_ROWS_PER_CLUSTER * k)
-    pool = x[torch.randperm(n, generator=gen)[:m].to(x.device)] if m < n else x
-    if d > _SEED_DIMS:
-        centred = pool - pool.mean(0)
-        _, axes = torch.linalg.eigh(centred.T @ centred)  # ascending eigenvalues
-        seeding = pool @ axes[:, -_SEED_DIMS:]
-    else:
-        seeding = pool
-    seeding_sq = (seeding * seeding).sum(1)
-    trials = 2 + int(math.log(k))
-
-    def sq_dist(idx: torch.Tensor) -> torch.Tensor:
-        """(len(idx), m) squared distances from pool rows ``idx`` to the pool."""
-        dist = torch.addmm(seeding_sq[None, :], seeding[idx], seeding.T, beta=1, alpha=-2)
-        return dist.add_(seeding_sq[idx, None]).clamp_(min=0)
-
-    chosen = torch.empty(k, dtype=torch.long, device=x.device)
-    chosen[0] = torch.randint(m, (1,), generator=gen).item()
-    uniforms = torch.rand(k, trials, generator=gen, dtype=torch.float64).to(x.device)
-    closest = sq_dist(chosen[:1])[0]
-    for c in range(1, k):
-        cum = closest.cumsum(0, dtype=torch.float64)
-        cand = torch.searchsorted(cum, uniforms[c] * cum[-1], right=True).clamp_(max=m - 1)
-        after = torch.minimum(closest[None, :], sq_dist(cand))
-        best = after.sum(1, dtype=torch.float64).argmin()
-        chosen[c] = cand[best]
-        closest = after[best]
-    return pool[chosen].clone()
-
-
 class _Lloyd:
     """Lloyd iterations with Hamerly's bounds, so late iterations skip most
     of the (rows x k) distance products while giving Lloyd's own labels.
@@ -161,12 +130,12 @@ class _Lloyd:
     reused, so a pass allocates nothing proportional to n.
     """
 
-    def __init__(self, x: torch.Tensor, k: int) -> None:
+    def __init__(self, x: torch.Tensor, k: int, max_rows: int | None = None) -> None:
         n, d = x.shape
         self.x, self.k = x, k
         self.x_sq = (x * x).sum(1)
         block = _GPU_BLOCK_ELEMS if x.device.type == "cuda" else _CPU_BLOCK_ELEMS
-        self.rows = max(1, min(n, block // max(k, d)))
+        self.rows = max(1, min(n, block // max(k, d), max_rows or n))
         self.scratch = torch.empty(self.rows * max(k, d), device=x.device)
         self.labels = torch.empty(n, dtype=torch.long, device=x.device)
         self.upper = torch.empty(n, device=x.device)

@@ -188,7 +188,14 @@ def max_similarity_to_earlier(
     none = score == -np.inf
     score[none] = 0.0
     index[none] = ranks[none]
-    return score, index
+    return clip_scores(score), index
+
+
+def clip_scores(scores: np.ndarray) -> np.ndarray:
+    """Similarities within [0, 1], as NeMo Curator keeps them: float32
+    normalisation makes identical vectors score up to ~1 + 1e-7, and
+    anti-correlated ones below 0 count as no similarity."""
+    return np.clip(scores, 0.0, 1.0, out=scores)
 
 
 def semdedup_cluster(
@@ -227,7 +234,7 @@ def semdedup_cluster_by_keys(
 
 def score_rows(ids: np.ndarray, max_ids: np.ndarray, scores: np.ndarray, max_keys: np.ndarray) -> pd.DataFrame:
     """The score-row frame every pass emits."""
-    return pd.DataFrame({ID: ids, MAX_ID: max_ids, SCORE: scores, MAX_RANK_KEY: max_keys})
+    return pd.DataFrame({ID: ids, MAX_ID: max_ids, SCORE: clip_scores(np.array(scores, dtype=np.float32)), MAX_RANK_KEY: max_keys})
 
 
 def identify_duplicates(scores: np.ndarray | pd.Series, eps: float) -> np.ndarray:

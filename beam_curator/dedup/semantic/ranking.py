@@ -16,7 +16,8 @@ the one kept.
 from __future__ import annotations
 
 import hashlib
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -126,6 +127,57 @@ def order_documents(
     """Positions of the documents in global order; see the module docstring."""
     keys = rank_keys(ids, cosine_dist, l2_dist, which_to_keep, distance_metric, seed)
     return order_by_keys(ids, keys, which_to_keep)
+
+
+@dataclass(frozen=True)
+class RankingStrategy:
+    """NeMo Curator's custom order within a cluster: by ``metadata_cols`` in
+    priority order (each ascending or not; ties by id, ascending), or a seeded
+    shuffle (``strategy="random"``). Overrides ``which_to_keep`` and
+    ``distance_metric``; the columns must be among the workflow's
+    ``metadata_fields`` so that they reach the clusters."""
+
+    metadata_cols: list[str] = field(default_factory=list)
+    ascending: list[bool] | bool = True
+    strategy: str = "sort"
+    random_seed: int = 42
+
+    def __post_init__(self) -> None:
+        _check_choice("strategy", self.strategy, ("sort", "random"))
+        if isinstance(self.ascending, bool):
+            object.__setattr__(self, "ascending", [self.ascending] * len(self.metadata_cols))
+        if len(self.ascending) != len(self.metadata_cols):
+            raise ValueError(
+                f"ascending has {len(self.ascending)} entries for {len(self.metadata_cols)} metadata_cols; give one each"
+            )
+        if self.strategy == "sort" and not self.metadata_cols:
+            raise ValueError("a sort RankingStrategy needs metadata_cols (or use RankingStrategy.random())")
+
+    @classmethod
+    def metadata_based(cls, metadata_cols: list[str], ascending: list[bool] | bool = True,
+                       random_seed: int = 42) -> RankingStrategy:
+        return cls(list(metadata_cols), ascending, "sort", random_seed)
+
+    @classmethod
+    def random(cls, random_seed: int = 42) -> RankingStrategy:
+        return cls([], [], "random", random_seed)
+
+    def cluster_keys(self, ids: Sequence, columns: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Rank keys of one cluster's documents, ascending = kept first. Positions
+        within the cluster, so they order that cluster only (no cross-cluster pass)."""
+        id_array = as_id_array(ids)
+        if self.strategy == "random":
+            return _hash_keys(id_array, self.random_seed)
+        missing = [name for name in self.metadata_cols if name not in columns]
+        if missing:
+            raise KeyError(f"ranking columns {missing} are not in the cluster's data (it has {sorted(columns)})")
+        sort_keys = [id_array]  # np.lexsort: the last key is the primary one
+        for name, ascending in reversed(list(zip(self.metadata_cols, self.ascending))):
+            codes = np.unique(np.asarray(columns[name]), return_inverse=True)[1].reshape(-1)
+            sort_keys.append(codes if ascending else -codes)
+        position = np.empty(len(id_array), dtype=np.float64)
+        position[np.lexsort(sort_keys)] = np.arange(len(id_array))
+        return position
 
 
 def uniform_by_id(ids: Sequence, seed: int) -> np.ndarray:

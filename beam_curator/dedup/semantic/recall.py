@@ -69,7 +69,7 @@ def brute_force_scores(ids: Sequence, embeddings: np.ndarray, order: np.ndarray)
     positions = np.arange(n)
     sim[positions[:, None] <= positions[None, :]] = -np.inf
     index = sim.argmax(axis=1) if n else np.empty(0, dtype=np.int64)
-    scores = sim[positions, index]
+    scores = np.clip(sim[positions, index], 0.0, 1.0)  # the kernels' range (pairwise.clip_scores)
     if n:
         index[0], scores[0] = 0, 0.0
     return pd.DataFrame({ID: ranked_ids, MAX_ID: ranked_ids[index], SCORE: scores})

@@ -40,11 +40,16 @@ class FileWriterStage(ProcessingStage):
     def serialize(self, table: pa.Table, handle: BinaryIO) -> None:
         """Write the table's records to an open binary file."""
 
+    def file_stem(self, task: DocumentBatch) -> str:
+        """The file's name without extension: the task id, the same on every
+        replay of the task, so that a replay overwrites instead of duplicating."""
+        return task.task_id
+
     def process(self, task: DocumentBatch) -> FileGroupTask:
         table = task.to_pyarrow()
         if self.fields:
             table = table.select(self.fields)
-        name = f"{task.task_id}.{self.extension}"
+        name = f"{self.file_stem(task)}.{self.extension}"
         size = write_atomically(f"{self.path}/{name}", lambda handle: self.serialize(table, handle))
         result = FileGroupTask(dataset_name=task.dataset_name, data=[f"{self.path}/{name}"])
         result._metadata = {**task._metadata, "num_records": table.num_rows, "written": [[name, size, table.num_rows]]}

@@ -19,14 +19,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from beam_curator.checkpoint.files import relative_name
-from beam_curator.dedup.semantic.kmeans import assign, fit_kmeans
+from beam_curator.dedup.semantic.kmeans import InitOptions, assign, fit_kmeans
 from beam_curator.dedup.semantic.normalize import l2_normalize
 from beam_curator.dedup.semantic.ranking import uniform_by_id
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.fingerprint import file_fingerprint
 from beam_curator.tasks import DocumentBatch
-from beam_curator.workflows.semantic.layout import parquet_metadata, read_parquet
+from beam_curator.workflows.semantic.layout import parquet_files, parquet_metadata, read_parquet
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +39,16 @@ class KMeansSettings:
     seed: int = 42
     max_sample_bytes: int = 2 << 30
     backend: str = "auto"
+    init: str | tuple = "k-means||"
+    n_init: int | str = 1
+    oversampling_factor: float = 2.0
+    max_samples_per_batch: int = 1 << 15
+    fit_data_fraction: float | None = None
+    embedding_dim: int | None = None
+
+    def init_options(self) -> InitOptions:
+        init = self.init if isinstance(self.init, str) else np.asarray(self.init, dtype=np.float32)
+        return InitOptions(init, self.n_init, self.oversampling_factor, self.max_samples_per_batch)
 
 
 def embedding_matrix(table: pa.Table, id_column: str, embedding_column: str) -> tuple[np.ndarray, np.ndarray]:
@@ -66,10 +76,13 @@ def check_unique_ids(files: list[str], id_column: str) -> None:
         )
 
 
-def embeddings_fingerprint(folder: str, files: list[str]) -> str:
-    """What embeddings files hold, cheaply (names relative to their folder, so
-    a moved folder keeps it; sizes, times and edge bytes)."""
-    listing = [(relative_name(folder, path), file_fingerprint(path, "stat")) for path in files]
+def embeddings_fingerprint(folders: list[str]) -> str:
+    """What the embeddings files of ``folders`` hold, cheaply (names relative
+    to their folder, so a moved folder keeps it; sizes, times and edge bytes)."""
+    listing = [
+        (position, relative_name(folder, path), file_fingerprint(path, "stat"))
+        for position, folder in enumerate(folders) for path in parquet_files(folder)
+    ]
     return hashlib.sha256(json.dumps(listing).encode()).hexdigest()
 
 
@@ -86,15 +99,17 @@ def _checked_rows(path: str, columns: list[str]) -> int:
     return metadata.num_rows
 
 
-def count_rows(files: list[str], id_column: str, embedding_column: str) -> int:
+def count_rows(files: list[str], *columns: str) -> int:
     """Documents in the embeddings files, from their footers; checks that each
-    file holds the columns the workflow reads."""
-    return sum(_checked_rows(path, [id_column, embedding_column]) for path in files)
+    file holds the ``columns`` the workflow reads."""
+    return sum(_checked_rows(path, list(columns)) for path in files)
 
 
 def sample_fraction(files: list[str], total_rows: int, embedding_column: str, settings: KMeansSettings) -> float:
-    """The share of the ``total_rows`` documents whose float32 vectors fill
-    ``max_sample_bytes`` (at most 1). Reads one file's vectors, not the data."""
+    """The share of the ``total_rows`` documents k-means is fitted on: those
+    whose float32 vectors fill ``max_sample_bytes``, at most
+    ``fit_data_fraction`` (NeMo Curator's setting), at most 1. Reads one
+    file's vectors, not the data."""
     if total_rows == 0:
         raise ValueError("no documents were embedded; check input_path and the text field")
     if settings.n_clusters > total_rows:
@@ -104,7 +119,12 @@ def sample_fraction(files: list[str], total_rows: int, embedding_column: str, se
         )
     first = read_parquet(files[0], [embedding_column])
     dims = len(first.column(0)[0]) if first.num_rows else 1
-    return min(1.0, settings.max_sample_bytes / (total_rows * dims * 4))
+    if settings.embedding_dim is not None and first.num_rows and dims != settings.embedding_dim:
+        raise ValueError(
+            f"{files[0]} holds {dims}-dimensional {embedding_column!r} vectors but embedding_dim={settings.embedding_dim}; "
+            "set embedding_dim to the model's dimension (or leave it unset)"
+        )
+    return min(1.0, settings.max_sample_bytes / (total_rows * dims * 4), settings.fit_data_fraction or 1.0)
 
 
 class SampleRowsStage(ProcessingStage):
@@ -145,7 +165,7 @@ def fit_centroids(sample_files: list[str], id_column: str, embedding_column: str
     logger.info("k-means: fitting %d clusters on a sample of %d documents", settings.n_clusters, len(sample))
     model = fit_kmeans(
         sample, settings.n_clusters, max_iter=settings.max_iter, tol=settings.tol, seed=settings.seed,
-        backend=settings.backend,
+        backend=settings.backend, init=settings.init_options(),
     )
     logger.info("k-means: %s backend, %d iterations, inertia %.4g", model.backend, model.n_iter, model.inertia)
     return model.centroids

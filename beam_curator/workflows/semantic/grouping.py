@@ -31,6 +31,7 @@ from beam_curator.workflows.semantic.layout import parquet_files, read_parquet
 _ROWS_PER_RANGE = 1 << 21
 
 ClusterRange = tuple[int, int]
+SECOND_NEAREST_COLUMNS = ["second_nearest_cent", "second_l2_dist", "second_cosine_dist"]
 
 
 def cluster_ranges(n_clusters: int, n_rows: int) -> list[ClusterRange]:
@@ -47,6 +48,9 @@ class Grouping:
     column: str
     by_range: str
     by_cluster: str
+
+    def cluster_folder(self, cluster: int) -> str:
+        return f"{self.by_cluster}/{self.column}={cluster}"
 
     def range_folder(self, cluster_range: ClusterRange) -> str:
         low, high = cluster_range
@@ -75,7 +79,10 @@ class RangeFilesWriter(ProcessingStage):
         table = task.to_pyarrow()
         if table.num_rows == 0:  # an empty input file: nothing was assigned
             return FileGroupTask(dataset_name=task.dataset_name, data=[])
-        written = self._write(table, self.members, task.task_id)
+        if self.visitors is None:  # only the cross-cluster pass (and its recall) reads second-nearest columns
+            written = self._write(table.drop_columns(SECOND_NEAREST_COLUMNS), self.members, task.task_id)
+        else:
+            written = self._write(table, self.members, task.task_id)
         if self.visitors is not None:
             second = "second_" + self.distance_column.replace("_to_cent", "")
             gap = pc.subtract(table.column(second), table.column(self.distance_column))
@@ -141,9 +148,13 @@ def _written_task(task: Task, root: str, written: list[tuple[str, int, int]]) ->
 
 
 def _write_clusters(ordered: pa.Table, grouping: Grouping, task_id: str) -> list[tuple[str, int, int]]:
-    """One file per cluster of a table sorted by cluster."""
+    """One file per cluster of a table sorted by cluster, in hive folders
+    ``<column>=<cluster>``. The column itself is left out of the files, so
+    that the folder reads as one dataset (pyarrow, pandas, Spark) with the
+    cluster taken from the folder name, as NeMo Curator's does."""
     clusters, starts = np.unique(ordered.column(grouping.column).to_numpy(), return_index=True)
-    return _write_runs(ordered, starts, [f"{grouping.by_cluster}/nearest_cent={int(c)}" for c in clusters], task_id)
+    folders = [grouping.cluster_folder(int(c)) for c in clusters]
+    return _write_runs(ordered.drop_columns([grouping.column]), starts, folders, task_id)
 
 
 def _write_runs(ordered: pa.Table, starts: np.ndarray, folders: list[str], task_id: str) -> list[tuple[str, int, int]]:

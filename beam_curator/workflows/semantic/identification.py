@@ -12,13 +12,16 @@ import logging
 import fsspec
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from beam_curator.dedup.semantic.cross_cluster import combine_scores
-from beam_curator.dedup.semantic.pairwise import SCORE
+from beam_curator.dedup.semantic.pairwise import MAX_RANK_KEY, SCORE
 from beam_curator.stages.io.writer import write_atomically
 
 logger = logging.getLogger(__name__)
+DUPLICATES_ROW_GROUPS = 10  # NeMo Curator's default hint
 EPS_GRID = (0.0001, 0.001, 0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3)
 
 
@@ -27,20 +30,34 @@ def _dataset(pairwise_results: str) -> ds.Dataset:
     return ds.dataset(path, format="parquet", filesystem=fs)
 
 
-def identify(pairwise_results: str, eps: float, which_to_keep: str, duplicates_folder: str) -> int:
-    """Write ``<duplicates_folder>/duplicates.parquet`` (id, max_id, cosine_sim_score); return the count."""
+def identify(
+    pairwise_results: str, eps: float, which_to_keep: str, duplicates_folder: str, pairs_folder: str,
+    row_groups: int | None = None,
+) -> int:
+    """Write ``<duplicates_folder>/duplicates.parquet`` (``id``, sorted, as NeMo
+    Curator, in about ``row_groups`` row groups so that removal workers can
+    read it in parts; default :data:`DUPLICATES_ROW_GROUPS`) and
+    ``<pairs_folder>/duplicate_pairs.parquet`` (id, max_id, cosine_sim_score);
+    return the count."""
     table = _dataset(pairwise_results).to_table(filter=ds.field(SCORE) >= (1 - eps))
     frame = table.to_pandas()
-    if len(frame):
+    if len(frame) and MAX_RANK_KEY in frame.columns:  # several passes: each id's best row
         frame = combine_scores([frame], which_to_keep)
-    frame = frame[["id", "max_id", SCORE]].reset_index(drop=True)
-    write_atomically(f"{duplicates_folder}/duplicates.parquet", lambda handle: frame.to_parquet(handle, index=False))
+    frame = frame[["id", "max_id", SCORE]].sort_values("id", kind="stable").reset_index(drop=True)
+    ids = pa.Table.from_pandas(frame[["id"]], preserve_index=False)
+    group_rows = max(1, len(frame) // (row_groups or DUPLICATES_ROW_GROUPS))
+    write_atomically(f"{duplicates_folder}/duplicates.parquet",
+                     lambda handle: pq.write_table(ids, handle, row_group_size=group_rows))
+    write_atomically(f"{pairs_folder}/duplicate_pairs.parquet", lambda handle: frame.to_parquet(handle, index=False))
     return len(frame)
 
 
 def best_scores(pairwise_results: str, which_to_keep: str) -> pd.Series:
     """Each document's highest score over all passes."""
-    frame = _dataset(pairwise_results).to_table(columns=["id", "max_id", SCORE, "max_rank_key"]).to_pandas()
+    dataset = _dataset(pairwise_results)
+    if MAX_RANK_KEY not in dataset.schema.names:  # one pass: one row per id
+        return dataset.to_table(columns=[SCORE]).column(0).to_pandas()
+    frame = dataset.to_table(columns=["id", "max_id", SCORE, MAX_RANK_KEY]).to_pandas()
     return combine_scores([frame], which_to_keep)[SCORE] if len(frame) else pd.Series([], dtype=float)
 
 

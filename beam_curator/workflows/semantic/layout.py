@@ -109,6 +109,12 @@ class CacheLayout:
         return f"{self.output_path.rstrip('/')}/duplicates"
 
     @property
+    def duplicate_pairs(self) -> str:
+        """Each duplicate with the document it duplicates and their similarity
+        (``duplicates/`` holds only ``id``, as NeMo Curator's does)."""
+        return f"{self.output_path.rstrip('/')}/duplicate_pairs"
+
+    @property
     def deduplicated(self) -> str:
         return f"{self.output_path.rstrip('/')}/deduplicated"
 

@@ -19,7 +19,7 @@ import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -152,7 +152,8 @@ class PhaseBook:
         return summary
 
     def run_partitioned(
-        self, name: str, stages: list[ProcessingStage], checkpoint: str, settings: object, output: str
+        self, name: str, stages: list[ProcessingStage], checkpoint: str, settings: object, output: str,
+        describe: Callable[[], dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """A phase whose sink writes ``output`` from source partitions that
         follow the current inputs: reused while the same partitions (keys carry
@@ -160,7 +161,7 @@ class PhaseBook:
         there; otherwise run for the partitions that need it, then rid
         ``output`` of files no current partition wrote (inputs removed since).
         Returns the marker's details: ``fingerprint``, ``rows`` (records in
-        ``output``) and ``files``."""
+        ``output``), ``files``, and what ``describe()`` adds once the phase ran."""
         keys = current_partitions(stages)
         key = digest([settings, keys])
         if self.is_done(name, key):
@@ -183,7 +184,7 @@ class PhaseBook:
         if stale:
             logger.info("%s: removed %d file(s) of inputs that are gone, e.g. %s", name, len(stale), stale[0])
         rows = sum(record[2] or 0 for record in records)
-        self.mark_done(name, key, [output], rows=rows, files=len(records))
+        self.mark_done(name, key, [output], rows=rows, files=len(records), **(describe() if describe else {}))
         return self.details(name)
 
     @contextmanager

@@ -14,7 +14,7 @@ import pyarrow as pa
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.partitioning import expand_paths
 from beam_curator.workflows.semantic.layout import parquet_metadata
-from beam_curator.workflows.semantic.removal import file_formats
+from beam_curator.workflows.semantic.removal import count_records, file_formats
 
 
 def check_writable_folders(folders: dict[str, str]) -> None:
@@ -86,25 +86,12 @@ def _first_kinds(path: str, filetype: str, fields: list[str]) -> tuple[str, dict
     return f"line {number}", {field: _kind(record[field]) for field in fields if field in record}
 
 
-def _records(path: str, filetype: str, enough: int) -> int:
-    """Records in a file, counting no further than ``enough``."""
-    if filetype == "parquet":
-        return parquet_metadata(path).num_rows
-    count = 0
-    with fsspec.open(path, "rb", compression="infer") as handle:
-        for raw in handle:
-            count += bool(raw.strip())
-            if count >= enough:
-                break
-    return count
-
-
 def check_enough_records(input_path: str | list[str], filetype: str, n_clusters: int) -> None:
     """At least ``n_clusters`` records (reading only until that many are found)."""
     reader, _ = file_formats(filetype)
     found = 0
     for path in expand_paths(input_path, reader.extensions):
-        found += _records(path, filetype, n_clusters - found)
+        found += count_records(path, filetype, n_clusters - found)
         if found >= n_clusters:
             return
     if not found:

@@ -29,7 +29,7 @@ RECALL_EPS = (0.001, 0.005, 0.01, 0.05, 0.1)
 
 def _sample(by_center: str, size: int, seed: int) -> pa.Table:
     fs, path = fsspec.core.url_to_fs(by_center)
-    dataset = ds.dataset(path, format="parquet", filesystem=fs)
+    dataset = ds.dataset(path, format="parquet", filesystem=fs, partitioning="hive")
     total = dataset.count_rows()
     rng = np.random.default_rng(seed)
     keep = min(1.0, size / max(total, 1))

@@ -14,9 +14,18 @@ import pyarrow.compute as pc
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io import JsonlReader, JsonlWriter, ParquetReader, ParquetWriter
 from beam_curator.stages.io.errors import CuratorInputError
+from beam_curator.stages.io.fingerprint import check_mode
+from beam_curator.stages.io.partitioning import expand_paths
 from beam_curator.tasks import DocumentBatch
 from beam_curator.workflows.semantic.ids import FILE_COLUMN, GENERATED_ID, ROW_COLUMN, AssignIdsStage, FileRegistry
-from beam_curator.workflows.semantic.layout import parquet_files, read_parquet
+from beam_curator.workflows.semantic.layout import parquet_files, parquet_metadata, read_parquet
+from beam_curator.workflows.semantic.parameters import (
+    apply_storage_options,
+    check_cache_path,
+    check_runner_settings,
+    pick,
+    refuse_file_splitting,
+)
 from beam_curator.workflows.semantic.phases import BeamSettings, PhaseBook
 
 logger = logging.getLogger(__name__)
@@ -59,6 +68,20 @@ def file_formats(filetype: str) -> tuple[type, type]:
     return _FORMATS[filetype]
 
 
+def count_records(path: str, filetype: str, enough: float = float("inf")) -> int:
+    """Records in one input file (parquet: from its footer; JSON Lines:
+    non-empty lines), counting no further than ``enough``."""
+    if filetype == "parquet":
+        return parquet_metadata(path).num_rows
+    count = 0
+    with fsspec.open(path, "rb", compression="infer") as handle:
+        for raw in handle:
+            count += bool(raw.strip())
+            if count >= enough:
+                break
+    return count
+
+
 def id_reading_stages(
     input_path: str | list[str], input_filetype: str, files_per_partition: int, id_field: str | None,
     cache_path: str, fields: list[str] | None = None, fingerprint: str | None = "stat",
@@ -83,6 +106,10 @@ class TextDuplicatesRemovalWorkflow:
     ``ids_to_remove_path`` is a parquet file or folder with ``duplicate_id_field``.
     Without ``id_field`` the ids are the generated ``_curator_dedup_id`` of the
     file registry in ``cache_path`` (the same one the embedding phase used).
+    With ``id_field``, ``cache_path`` only holds checkpoints and defaults to
+    ``<output_path>.cache`` beside the output. ``drop_id_field`` leaves the id
+    column out of the clean data; ``input_kwargs``, ``duplicate_id_read_kwargs``
+    and ``output_kwargs`` carry NeMo Curator's ``storage_options``.
     A rerun redoes only partitions whose input files changed, whose output
     files went missing, or all of them when the listed ids changed; output
     files are replaced one by one (never deleted first), and files of inputs
@@ -94,50 +121,90 @@ class TextDuplicatesRemovalWorkflow:
         input_path: str | list[str],
         ids_to_remove_path: str,
         output_path: str,
-        cache_path: str,
-        input_filetype: str = "jsonl",
-        output_filetype: str | None = None,
+        cache_path: str | None = None,
+        input_filetype: str = "parquet",
+        output_filetype: str = "parquet",
         id_field: str | None = None,
         duplicate_id_field: str = "id",
-        files_per_partition: int = 1,
+        files_per_partition: int | None = None,
+        output_fields: list[str] | None = None,
+        input_files_per_partition: int | None = None,
+        drop_id_field: bool = False,
+        input_fields: list[str] | None = None,
+        input_blocksize: int | str | None = None,
+        input_file_extensions: list[str] | None = None,
+        output_file_extension: str | None = None,
+        input_kwargs: dict[str, Any] | None = None,
+        duplicate_id_read_kwargs: dict[str, Any] | None = None,
+        output_kwargs: dict[str, Any] | None = None,
         input_fingerprint: str = "stat",
         runner: str | None = "local",
         beam_args: list[str] | None = None,
         **runner_settings: object,
     ) -> None:
+        owner = type(self).__name__
+        check_runner_settings(self, runner, runner_settings)
+        check_cache_path(owner, cache_path, "input_filetype", ("parquet", "jsonl"))
+        if cache_path is None and id_field is None:
+            raise ValueError(
+                f"{owner}: generated ids (id_field unset) are looked up in the cache_path the embedding phase used; "
+                "pass that cache_path, or id_field naming the ids in the input"
+            )
+        files_per_partition = pick(owner, 1, files_per_partition=files_per_partition,
+                                   input_files_per_partition=input_files_per_partition)
+        refuse_file_splitting(owner, input_blocksize=input_blocksize, input_file_extensions=input_file_extensions,
+                              output_file_extension=output_file_extension)
+        self.input_fields = input_fields
+        apply_storage_options(owner, input_kwargs=(input_path, input_kwargs),
+                              duplicate_id_read_kwargs=(ids_to_remove_path, duplicate_id_read_kwargs),
+                              output_kwargs=(output_path, output_kwargs))
+        cache_path = cache_path or f"{output_path.rstrip('/')}.cache"
+        self.drop_columns = (GENERATED_ID,) if id_field is None else ((id_field,) if drop_id_field else ())
+        self.output_fields = output_fields
         self.input_path = input_path
         self.ids_to_remove_path = ids_to_remove_path
         self.output_path = output_path.rstrip("/")
         self.cache_path = cache_path.rstrip("/")
         self.input_filetype = input_filetype
-        self.output_filetype = output_filetype or input_filetype
+        self.output_filetype = output_filetype
         self.id_field = id_field
         self.duplicate_id_field = duplicate_id_field
         self.files_per_partition = files_per_partition
-        self.input_fingerprint = input_fingerprint
+        self.input_fingerprint = check_mode(input_fingerprint) or "stat"
         self.book = PhaseBook(
             f"{self.cache_path}/checkpoints/phases", BeamSettings(runner, list(beam_args or []), runner_settings),
             {"cache": self.cache_path, "output": self.output_path},
         )
 
+    def _documents_in(self) -> dict[str, int]:
+        """Records in the input now (read again, so exact however often the phase was resumed)."""
+        reader, _ = file_formats(self.input_filetype)
+        paths = expand_paths(self.input_path, reader.extensions)
+        return {"documents_in": sum(count_records(path, self.input_filetype) for path in paths)}
+
     def run(self) -> dict[str, Any]:
-        """Returns ``documents_kept``, ``num_duplicates_removed`` (the listed ids
-        found in the input, counted when the phase runs whole), ``final_output_path``
-        and ``removal_time``."""
+        """Returns ``documents_kept``, ``num_duplicates_removed``, ``final_output_path`` and ``removal_time``."""
         started = time.monotonic()
         _, writer_class = file_formats(self.output_filetype)
+        # NeMo's input_fields: the columns to read and keep, the id column always among them.
+        fields = list(dict.fromkeys([*self.input_fields, *filter(None, [self.id_field])])) if self.input_fields else None
         stages, id_column = id_reading_stages(
-            self.input_path, self.input_filetype, self.files_per_partition, self.id_field, self.cache_path,
+            self.input_path, self.input_filetype, self.files_per_partition, self.id_field, self.cache_path, fields,
             fingerprint=self.input_fingerprint,
         )
-        settings = [ids_digest(self.ids_to_remove_path, self.duplicate_id_field), self.id_field, self.output_filetype]
+        settings = [
+            ids_digest(self.ids_to_remove_path, self.duplicate_id_field), self.id_field, self.output_filetype,
+            self.output_fields, self.drop_columns, self.input_fields,
+        ]
         details = self.book.run_partitioned("removal", [
             *stages,
-            RemoveIdsStage(self.ids_to_remove_path, id_column, self.duplicate_id_field),
-            writer_class(self.output_path),
-        ], f"{self.cache_path}/checkpoints/removal", settings, self.output_path)
+            # Only ids we generated are dropped; a user's own column keeps its name, even NeMo's default one.
+            RemoveIdsStage(self.ids_to_remove_path, id_column, self.duplicate_id_field, self.drop_columns),
+            writer_class(self.output_path, fields=self.output_fields),
+        ], f"{self.cache_path}/checkpoints/removal", settings, self.output_path, self._documents_in)
         return {
             "documents_kept": details["rows"],
+            "num_duplicates_removed": details["documents_in"] - details["rows"],
             "final_output_path": self.output_path,
             "removal_time": time.monotonic() - started,
         }

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Any
 
+from beam_curator.dedup.semantic.ranking import RankingStrategy
 from beam_curator.models import DEFAULT_MODEL, choose_backend, make_embedding_handler
 from beam_curator.stages.io import ParquetWriter
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.transforms.embedding import EmbeddingStage
 from beam_curator.stages.io.fingerprint import check_mode
+from beam_curator.workflows.semantic.ids import GENERATED_ID
+from beam_curator.workflows.semantic.parameters import (
+    apply_storage_options,
+    check_runner_settings,
+    pick,
+    refuse_file_splitting,
+)
+from beam_curator.workflows.semantic.phases import remove_tree
 from beam_curator.workflows.semantic.preflight import (
     check_enough_records,
     check_input_files,
@@ -39,50 +49,98 @@ class TextSemanticDeduplicationWorkflow:
         self,
         input_path: str | list[str],
         output_path: str,
-        cache_path: str,
-        input_filetype: str = "jsonl",
+        cache_path: str | None = None,
+        input_filetype: str = "parquet",
         text_field: str = "text",
         id_field: str | None = None,
+        embedding_field: str = "embeddings",
         model_identifier: str = DEFAULT_MODEL,
         embedding_backend: str = "auto",
         embedding_pretokenize: bool = False,
         embedding_vllm_init_kwargs: dict[str, Any] | None = None,
+        vllm_init_kwargs: dict[str, Any] | None = None,
         embedding_max_chars: int | None = None,
         embedding_max_tokens: int | None = None,
         embedding_batch_size: int | None = None,
         model_cache_dir: str | None = None,
-        files_per_partition: int = 1,
+        embedding_model_cache_dir: str | None = None,
+        hf_token: str | None = None,
+        embedding_dim: int | None = None,
+        metadata_fields: list[str] | None = None,
+        files_per_partition: int | None = None,
+        input_files_per_partition: int | None = None,
+        input_blocksize: int | str | None = None,
+        input_file_extensions: list[str] | None = None,
+        use_id_generator: bool = False,
+        id_generator_state_file: str | None = None,
         input_fingerprint: str = "stat",
         n_clusters: int = 100,
         kmeans_max_iter: int = 300,
         kmeans_tol: float = 1e-4,
+        kmeans_random_state: int | None = None,
+        kmeans_init: str = "k-means||",
+        kmeans_n_init: int | str = 1,
+        kmeans_oversampling_factor: float = 2.0,
+        kmeans_max_samples_per_batch: int = 1 << 15,
+        kmeans_fit_data_fraction: float | None = None,
         kmeans_max_sample_bytes: int = 2 << 30,
         kmeans_backend: str = "auto",
         eps: float | None = 0.01,
         which_to_keep: str = "hard",
         distance_metric: str = "cosine",
+        ranking_strategy: RankingStrategy | None = None,
         pairwise_batch_size: int = 1024,
+        _duplicates_num_row_groups_hint: int | None = None,
         cross_cluster: bool = False,
         cross_cluster_margin: float | None = None,
         recall_sample: int | None = None,
         perform_removal: bool = True,
-        output_filetype: str | None = None,
-        seed: int = 42,
+        output_filetype: str = "parquet",
+        output_file_extension: str | None = None,
+        output_fields: list[str] | None = None,
+        read_kwargs: dict[str, Any] | None = None,
+        cache_kwargs: dict[str, Any] | None = None,
+        write_kwargs: dict[str, Any] | None = None,
+        verbose: bool = True,
+        clear_output: bool = False,
+        seed: int | None = None,
         runner: str | None = "local",
         beam_args: list[str] | None = None,
         **runner_settings: object,
     ) -> None:
-        file_formats(input_filetype)
+        owner = type(self).__name__
+        check_runner_settings(self, runner, runner_settings)
+        file_formats(input_filetype), file_formats(output_filetype)
+        if perform_removal and eps is None:
+            raise ValueError(
+                "perform_removal=True but eps=None: without eps no duplicates are identified; "
+                "set eps, or perform_removal=False to score only and write the analysis"
+            )
+        refuse_file_splitting(owner, input_blocksize=input_blocksize, input_file_extensions=input_file_extensions,
+                              output_file_extension=output_file_extension)
+        if use_id_generator and id_field not in (None, GENERATED_ID):
+            raise ValueError(f"use_id_generator=True generates ids into {GENERATED_ID!r}; leave id_field unset")
+        id_field = None if use_id_generator else id_field
+        if hf_token:
+            os.environ.setdefault("HF_TOKEN", hf_token)  # for hub downloads in this process and its workers
         self.input_path = input_path
         self.output_path = output_path.rstrip("/")
-        self.cache_path = cache_path.rstrip("/")
+        # NeMo Curator's default: caches under output_path, beside the results.
+        self.cache_path = (cache_path or output_path).rstrip("/")
         self.input_filetype = input_filetype
-        self.output_filetype = output_filetype or input_filetype
+        self.output_filetype = output_filetype
+        self.output_fields = output_fields
         self.text_field = text_field
         self.id_field = id_field
-        self.files_per_partition = files_per_partition
+        self.embedding_field = embedding_field
+        self.metadata_fields = list(metadata_fields or [])
+        self.files_per_partition = pick(owner, 1, files_per_partition=files_per_partition,
+                                        input_files_per_partition=input_files_per_partition)
         self.input_fingerprint = check_mode(input_fingerprint) or "stat"
         self.perform_removal = perform_removal
+        embedding_vllm_init_kwargs = pick(owner, None, embedding_vllm_init_kwargs=embedding_vllm_init_kwargs,
+                                          vllm_init_kwargs=vllm_init_kwargs)
+        model_cache_dir = pick(owner, None, model_cache_dir=model_cache_dir, embedding_model_cache_dir=embedding_model_cache_dir)
         # The backend is resolved now, so that vLLM-only options go only to vLLM
         # ("auto" on a machine without a GPU picks sentence-transformers).
         self.embedding = {
@@ -99,22 +157,31 @@ class TextSemanticDeduplicationWorkflow:
                 "embedding_vllm_init_kwargs, embedding_max_tokens and embedding_pretokenize apply to the vLLM "
                 "backend; use embedding_backend='vllm' or drop them"
             )
+        apply_storage_options(owner, read_kwargs=(input_path, read_kwargs))
         self.runner = {"runner": runner, "beam_args": list(beam_args or []), **runner_settings}
         self.semantic = SemanticDeduplicationWorkflow(
             f"{self.cache_path}/embeddings", self.output_path, self.cache_path,
-            id_field=id_field or "_curator_dedup_id", n_clusters=n_clusters, kmeans_max_iter=kmeans_max_iter,
-            kmeans_tol=kmeans_tol, kmeans_max_sample_bytes=kmeans_max_sample_bytes, kmeans_backend=kmeans_backend,
-            eps=eps, which_to_keep=which_to_keep, distance_metric=distance_metric,
-            pairwise_batch_size=pairwise_batch_size, cross_cluster=cross_cluster,
-            cross_cluster_margin=cross_cluster_margin, recall_sample=recall_sample, seed=seed, **self.runner,
+            id_field=id_field or GENERATED_ID, embedding_field=embedding_field, embedding_dim=embedding_dim,
+            metadata_fields=metadata_fields, n_clusters=n_clusters, kmeans_max_iter=kmeans_max_iter,
+            kmeans_tol=kmeans_tol, init=kmeans_init, n_init=kmeans_n_init,
+            oversampling_factor=kmeans_oversampling_factor, max_samples_per_batch=kmeans_max_samples_per_batch,
+            fit_data_fraction=kmeans_fit_data_fraction, kmeans_max_sample_bytes=kmeans_max_sample_bytes,
+            kmeans_backend=kmeans_backend, eps=eps, which_to_keep=which_to_keep, distance_metric=distance_metric,
+            ranking_strategy=ranking_strategy, pairwise_batch_size=pairwise_batch_size, _duplicates_num_row_groups_hint=_duplicates_num_row_groups_hint,
+            cache_kwargs=cache_kwargs, write_kwargs=write_kwargs, clear_output=clear_output, verbose=verbose,
+            cross_cluster=cross_cluster, cross_cluster_margin=cross_cluster_margin, recall_sample=recall_sample,
+            seed=pick(owner, 42, kmeans_random_state=kmeans_random_state, seed=seed), **self.runner,
         )
 
     def run(self) -> WorkflowResult:
         started = time.monotonic()
+        book = self.semantic.book
+        if self.semantic.clear_output:  # start afresh, as NeMo Curator always does
+            for folder in {self.output_path, self.cache_path}:
+                remove_tree(folder)
         check_writable_folders({"output_path": self.output_path, "cache_path": self.cache_path})
         check_input_files(self.input_path, self.input_filetype, self.text_field, self.id_field)
         check_enough_records(self.input_path, self.input_filetype, self.semantic.kmeans.n_clusters)
-        book = self.semantic.book
         with book.timed("embedding"):
             embedded = self._embed()
         metadata = {
@@ -127,11 +194,9 @@ class TextSemanticDeduplicationWorkflow:
             removal = TextDuplicatesRemovalWorkflow(
                 self.input_path, self.semantic.layout.duplicates, self.semantic.layout.deduplicated, self.cache_path,
                 self.input_filetype, self.output_filetype, self.id_field, "id", self.files_per_partition,
-                self.input_fingerprint, **self.runner,
+                output_fields=self.output_fields, input_fingerprint=self.input_fingerprint, **self.runner,
             ).run()
             metadata.update(removal)
-            # Every listed duplicate comes from the current input, once.
-            metadata["num_duplicates_removed"] = metadata["num_documents"] - removal["documents_kept"]
         metadata.setdefault("removal_time", 0.0)
         metadata["total_time"] = time.monotonic() - started
         logger.info(
@@ -142,9 +207,9 @@ class TextSemanticDeduplicationWorkflow:
         return WorkflowResult(metadata)
 
     def _vector_settings(self) -> list:
-        """Everything that changes the vectors (batch sizes do not)."""
+        """Everything that changes the vectors or what is kept beside them (batch sizes do not)."""
         engine = {key: value for key, value in self.embedding.items() if key != "max_batch_size"}
-        return [engine, self.text_field, self.id_field]
+        return [engine, self.text_field, self.id_field, self.embedding_field, self.metadata_fields]
 
     def _embed(self) -> dict[str, Any]:
         """Embed each input file as a partition of its own, keyed by its
@@ -152,7 +217,7 @@ class TextSemanticDeduplicationWorkflow:
         removed file's vectors are dropped, and a change of anything that
         changes vectors (model, backend, limits, text or id field) embeds
         everything again."""
-        fields = [self.text_field] + ([self.id_field] if self.id_field else [])
+        fields = [self.text_field] + ([self.id_field] if self.id_field else []) + self.metadata_fields
         reading, id_column = id_reading_stages(
             self.input_path, self.input_filetype, 1, self.id_field, self.cache_path, fields, self.input_fingerprint
         )
@@ -162,8 +227,8 @@ class TextSemanticDeduplicationWorkflow:
         embeddings = f"{self.cache_path}/embeddings"
         details = self.semantic.book.run_partitioned("embedding", [
             *reading,
-            EmbeddingStage(handler, self.text_field),
-            ParquetWriter(embeddings, fields=[id_column, "embedding"]),
+            EmbeddingStage(handler, self.text_field, self.embedding_field),
+            ParquetWriter(embeddings, fields=[id_column, self.embedding_field, *self.metadata_fields]),
         ], f"{self.cache_path}/checkpoints/embedding", self._vector_settings(), embeddings)
         if not details["rows"]:  # every input file was empty
             self.semantic.book.forget("embedding")

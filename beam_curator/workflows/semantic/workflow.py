@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from beam_curator.dedup.semantic.ranking import RankingStrategy
 from beam_curator.stages.io import ParquetReader, ParquetWriter
 from beam_curator.stages.io.writer import write_atomically
 from beam_curator.workflows.semantic.clustering import (
@@ -35,8 +36,20 @@ from beam_curator.workflows.semantic.grouping import (
 )
 from beam_curator.workflows.semantic.identification import identify, write_analysis
 from beam_curator.workflows.semantic.layout import CacheLayout, parquet_files
-from beam_curator.workflows.semantic.pairwise_phase import ClusterPairwiseStage, ListClustersStage, PairwiseSettings
+from beam_curator.workflows.semantic.pairwise_phase import (
+    ClusterPairwiseStage,
+    ClusterScoresWriter,
+    ListClustersStage,
+    PairwiseSettings,
+)
 from beam_curator.workflows.semantic.recall_phase import RECALL_EPS, measure_recall
+from beam_curator.workflows.semantic.parameters import (
+    apply_storage_options,
+    check_cache_path,
+    check_runner_settings,
+    pick,
+    set_verbosity,
+)
 from beam_curator.workflows.semantic.phases import BeamSettings, PhaseBook, digest, remove_tree
 from beam_curator.workflows.semantic.preflight import check_writable_folders
 
@@ -48,6 +61,10 @@ class WorkflowResult:
     """``metadata`` holds the timings, counts and paths of the run."""
 
     metadata: dict[str, Any] = field(default_factory=dict)
+
+    def get_metadata(self, key: str, default: Any = None) -> Any:
+        """One entry of ``metadata``, as NeMo Curator's ``WorkflowRunResult.get_metadata``."""
+        return self.metadata.get(key, default)
 
 
 
@@ -67,42 +84,96 @@ class SemanticDeduplicationWorkflow:
 
     def __init__(
         self,
-        input_path: str,
+        input_path: str | list[str],
         output_path: str,
         cache_path: str | None = None,
         id_field: str = "id",
-        embedding_field: str = "embedding",
+        embedding_field: str = "embeddings",
         n_clusters: int = 100,
-        kmeans_max_iter: int = 300,
-        kmeans_tol: float = 1e-4,
+        embedding_dim: int | None = None,
+        metadata_fields: list[str] | None = None,
+        input_filetype: str = "parquet",
+        input_file_extensions: list[str] | None = None,
+        max_iter: int | None = None,
+        tol: float | None = None,
+        random_state: int | None = None,
+        init: str | np.ndarray = "k-means||",
+        n_init: int | str = 1,
+        oversampling_factor: float = 2.0,
+        max_samples_per_batch: int = 1 << 15,
+        fit_data_fraction: float | None = None,
+        kmeans_max_iter: int | None = None,
+        kmeans_tol: float | None = None,
         kmeans_max_sample_bytes: int = 2 << 30,
         kmeans_backend: str = "auto",
-        eps: float | None = 0.01,
+        eps: float | None = None,
         which_to_keep: str = "hard",
         distance_metric: str = "cosine",
+        ranking_strategy: RankingStrategy | None = None,
         pairwise_batch_size: int = 1024,
+        _duplicates_num_row_groups_hint: int | None = None,
+        read_kwargs: dict[str, Any] | None = None,
+        cache_kwargs: dict[str, Any] | None = None,
+        write_kwargs: dict[str, Any] | None = None,
+        clear_output: bool = False,
+        verbose: bool = True,
         cross_cluster: bool = False,
         cross_cluster_margin: float | None = None,
         recall_sample: int | None = None,
-        seed: int = 42,
+        seed: int | None = None,
         runner: str | None = "local",
         beam_args: list[str] | None = None,
         **runner_settings: object,
     ) -> None:
+        owner = type(self).__name__
+        check_runner_settings(self, runner, runner_settings)
+        check_cache_path(owner, cache_path, "n_clusters")
         if eps is not None and not 0 <= eps < 1:
             raise ValueError(f"eps must be in [0, 1) or None, got {eps}")
         for name, value in (("n_clusters", n_clusters), ("pairwise_batch_size", pairwise_batch_size),
-                            ("kmeans_max_iter", kmeans_max_iter)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+                            ("max_iter", max_iter), ("kmeans_max_iter", kmeans_max_iter)):
+            if value is not None or name == "n_clusters":
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if input_filetype != "parquet" or any(ext != ".parquet" for ext in input_file_extensions or []):
+            raise ValueError(
+                f"embeddings are read from .parquet files (got input_filetype={input_filetype!r}, "
+                f"input_file_extensions={input_file_extensions!r}); write them as parquet"
+            )
+        if fit_data_fraction is not None and not 0 < fit_data_fraction < 1:
+            raise ValueError(f"fit_data_fraction must be in (0, 1), got {fit_data_fraction}; pass None to fit on all documents")
+        apply_storage_options(owner, read_kwargs=(input_path, read_kwargs), cache_kwargs=(cache_path or output_path, cache_kwargs),
+                              write_kwargs=(output_path, write_kwargs))
+        set_verbosity(verbose)
         self.input_path = input_path
-        self.layout = CacheLayout(cache_path or f"{output_path.rstrip('/')}/cache", output_path)
+        # NeMo Curator's default: caches under output_path, beside the results.
+        self.layout = CacheLayout(cache_path or output_path, output_path)
         self.id_field = id_field
         self.embedding_field = embedding_field
-        self.kmeans = KMeansSettings(n_clusters, kmeans_max_iter, kmeans_tol, seed, kmeans_max_sample_bytes, kmeans_backend)
+        self.metadata_fields = list(metadata_fields or [])
+        self.clear_output = clear_output
+        self.duplicates_row_groups = _duplicates_num_row_groups_hint
+        seed = pick(owner, 42, random_state=random_state, seed=seed)
+        self.kmeans = KMeansSettings(
+            n_clusters, pick(owner, 300, max_iter=max_iter, kmeans_max_iter=kmeans_max_iter),
+            pick(owner, 1e-4, tol=tol, kmeans_tol=kmeans_tol), seed, kmeans_max_sample_bytes, kmeans_backend,
+            init if isinstance(init, str) else tuple(map(tuple, np.asarray(init, dtype=float).tolist())),
+            n_init, oversampling_factor, max_samples_per_batch, fit_data_fraction, embedding_dim,
+        )
+        self.kmeans.init_options()  # bad init settings fail now, not after embedding
         self.eps = eps
+        if ranking_strategy is not None:
+            missing = sorted(set(ranking_strategy.metadata_cols) - set(self.metadata_fields))
+            if missing:
+                raise ValueError(f"ranking_strategy sorts by {missing}: add them to metadata_fields so they reach the clusters")
+            if cross_cluster or recall_sample:
+                raise ValueError(
+                    "ranking_strategy orders each cluster on its own; the cross-cluster pass and the recall "
+                    "measurement need one order over all documents, so drop cross_cluster / recall_sample"
+                )
         self.pairwise = PairwiseSettings(
-            id_field, embedding_field, which_to_keep, distance_metric, pairwise_batch_size, seed, cross_cluster
+            id_field, embedding_field, which_to_keep, distance_metric, pairwise_batch_size, seed, cross_cluster,
+            ranking_strategy,
         )
         self.cross_cluster_margin = cross_cluster_margin
         self.recall_sample = recall_sample
@@ -113,6 +184,9 @@ class SemanticDeduplicationWorkflow:
 
     def run(self) -> WorkflowResult:
         started = time.monotonic()
+        if self.clear_output:  # start afresh, as NeMo Curator always does
+            for folder in {self.layout.output_path, self.layout.cache_path}:
+                remove_tree(folder)
         metadata = self.run_phases()
         metadata["total_time"] = time.monotonic() - started
         return WorkflowResult(metadata)
@@ -123,11 +197,12 @@ class SemanticDeduplicationWorkflow:
         fingerprint); otherwise the files are fingerprinted here."""
         if input_key is None:
             check_writable_folders({"output_path": self.layout.output_path, "cache_path": self.layout.cache_path})
-        files = parquet_files(self.input_path)
+        folders = self.input_path if isinstance(self.input_path, list) else [self.input_path]
+        files = [file for folder in folders for file in parquet_files(folder)]
         if not files:
             raise FileNotFoundError(f"no embedding parquet files in {self.input_path}; run the embedding phase first")
         with self.book.timed("kmeans"):
-            cluster_key = self._cluster(files, input_key or embeddings_fingerprint(self.input_path, files))
+            cluster_key = self._cluster(files, input_key or embeddings_fingerprint(folders))
         with self.book.timed("pairwise"):
             pairwise_key = self._pairwise(cluster_key)
         metadata: dict[str, Any] = {
@@ -152,12 +227,12 @@ class SemanticDeduplicationWorkflow:
         margin = self.cross_cluster_margin if self.pairwise.cross_cluster else None
         key = digest([
             input_key, asdict(self.kmeans), self.id_field, self.embedding_field, self.pairwise.cross_cluster, margin,
-            self.pairwise.distance_metric,
+            self.pairwise.distance_metric, self.metadata_fields,
         ])
         if self.book.is_done("kmeans", key):
             logger.info("k-means: embeddings and settings unchanged, reusing %s", self.layout.kmeans_results)
             return key
-        total_rows = count_rows(files, self.id_field, self.embedding_field)
+        total_rows = count_rows(files, self.id_field, self.embedding_field, *self.metadata_fields)
         if not self.book.is_done("kmeans-fit", key):
             self._fit(files, total_rows, key)
         members = Grouping("nearest_cent", self.layout.members_by_range, self.layout.by_nearest_center)
@@ -166,7 +241,7 @@ class SemanticDeduplicationWorkflow:
         distance = "cosine_dist_to_cent" if self.pairwise.distance_metric == "cosine" else "l2_dist_to_cent"
         ranges = cluster_ranges(self.kmeans.n_clusters, total_rows)
         self.book.run_stages("assign-clusters", [
-            ParquetReader(files, files_per_partition=1, fields=[self.id_field, self.embedding_field]),
+            ParquetReader(files, files_per_partition=1, fields=[self.id_field, self.embedding_field, *self.metadata_fields]),
             AssignClustersStage(self.layout.centroids, self.id_field, self.embedding_field),
             RangeFilesWriter(self.layout.kmeans_results, ranges, members, visitors, margin, distance),
         ], self.layout.checkpoint("assign"))
@@ -212,7 +287,7 @@ class SemanticDeduplicationWorkflow:
         self.book.run_stages("pairwise", [
             ListClustersStage(self.layout.by_nearest_center),
             ClusterPairwiseStage(self.layout.by_nearest_center, visitors, self.pairwise),
-            ParquetWriter(self.layout.pairwise_results),
+            ClusterScoresWriter(self.layout.pairwise_results),
         ], self.layout.checkpoint("pairwise"))
         self.book.mark_done("pairwise", key, [self.layout.pairwise_results])
         return key
@@ -231,8 +306,10 @@ class SemanticDeduplicationWorkflow:
             results: dict[str, Any] = {"analysis_path": self.layout.analysis}
             logger.info("eps is None: duplicates not identified; see %s to choose eps", self.layout.analysis)
         else:
-            count = identify(self.layout.pairwise_results, self.eps, self.pairwise.which_to_keep, self.layout.duplicates)
-            results = {"num_duplicates": count, "duplicates_path": self.layout.duplicates}
+            count = identify(self.layout.pairwise_results, self.eps, self.pairwise.which_to_keep, self.layout.duplicates,
+                             self.layout.duplicate_pairs, self.duplicates_row_groups)
+            results = {"num_duplicates": count, "duplicates_path": self.layout.duplicates,
+                       "duplicate_pairs_path": self.layout.duplicate_pairs}
             logger.info("identified %d duplicates at eps=%s", count, self.eps)
         self.book.mark_done("identification", key, [written], results=results)
         return results
