@@ -16,6 +16,8 @@ import re
 
 from apache_beam.options.pipeline_options import FlinkRunnerOptions, PipelineOptions
 
+from beam_curator.logs import worker_log_level
+
 RUNNERS = ("local", "local-multiprocess", "portable", "flink", "spark")
 ENVIRONMENT_TYPES = ("LOOPBACK", "EXTERNAL", "PROCESS", "DOCKER")
 
@@ -151,6 +153,12 @@ def runner_args(
 
 
 def pipeline_options(runner: str | None = "local", beam_args: list[str] | None = None, **preset: object) -> PipelineOptions:
-    """Options for ``runner`` (None: only ``beam_args``), then raw ``beam_args`` (later flags win)."""
+    """Options for ``runner`` (None: only ``beam_args``), then raw ``beam_args`` (later flags win).
+
+    SDK workers log at :func:`beam_curator.logs.worker_log_level` (WARNING
+    unless logging was set up verbose): at INFO, every worker process of a
+    multi-process run reports each bundle it starts.
+    """
     args = runner_args(runner, **preset) if runner else []
-    return PipelineOptions([*args, *(beam_args or [])])
+    quiet_workers = f"--default_sdk_harness_log_level={worker_log_level()}"
+    return PipelineOptions([quiet_workers, *args, *(beam_args or [])])

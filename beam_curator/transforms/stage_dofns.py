@@ -58,7 +58,8 @@ class _StageDoFn(beam.DoFn):
             return
         for source in self.store.record(task.task_id, task._credits):
             self.completed.inc()
-            logger.info("partition %s complete", source)
+            inputs = task._metadata.get("source_files")
+            logger.info("partition %s complete%s", source, f" ({', '.join(inputs)})" if inputs else "")
 
     def _emit(self, outcome: StepOutcome, inputs: list[Task]) -> Iterator[Task]:
         self.items_in.inc(sum(task.num_items for task in inputs))

@@ -68,13 +68,13 @@ def input_listing(input_path: str | list[str], input_filetype: str) -> list[tupl
 
 def id_reading_stages(
     input_path: str | list[str], input_filetype: str, files_per_partition: int, id_field: str | None,
-    cache_path: str, fields: list[str] | None = None,
+    cache_path: str, fields: list[str] | None = None, on_bad_record: str = "raise",
 ) -> tuple[list[ProcessingStage], str]:
     """Reader plus id assignment, identical wherever the same data is read again."""
     reader_class, _ = file_formats(input_filetype)
     numbers = FileRegistry(cache_path).register(input_path, reader_class.extensions) if id_field is None else {}
     reader = reader_class(
-        input_path, files_per_partition=files_per_partition, fields=fields,
+        input_path, files_per_partition=files_per_partition, fields=fields, on_bad_record=on_bad_record,
         file_column=FILE_COLUMN if id_field is None else None, row_column=ROW_COLUMN if id_field is None else None,
     )
     return [reader, AssignIdsStage(numbers, id_field)], id_field or GENERATED_ID
@@ -100,6 +100,7 @@ class TextDuplicatesRemovalWorkflow:
         duplicate_id_field: str = "id",
         files_per_partition: int = 1,
         runner: str | None = "local",
+        on_bad_record: str = "raise",
         beam_args: list[str] | None = None,
         **runner_settings: object,
     ) -> None:
@@ -112,6 +113,7 @@ class TextDuplicatesRemovalWorkflow:
         self.id_field = id_field
         self.duplicate_id_field = duplicate_id_field
         self.files_per_partition = files_per_partition
+        self.on_bad_record = on_bad_record
         self.book = PhaseBook(f"{cache_path.rstrip('/')}/checkpoints/phases", BeamSettings(runner, list(beam_args or []), runner_settings))
 
     def run(self) -> dict[str, Any]:
@@ -134,7 +136,8 @@ class TextDuplicatesRemovalWorkflow:
                     remove_tree(stale)
                 self.book.mark_done("removal-started", ids_key)
             stages, id_column = id_reading_stages(
-                self.input_path, self.input_filetype, self.files_per_partition, self.id_field, self.cache_path
+                self.input_path, self.input_filetype, self.files_per_partition, self.id_field, self.cache_path,
+                on_bad_record=self.on_bad_record,
             )
             summary = self.book.run_stages("removal", [
                 *stages,

@@ -10,6 +10,7 @@ from beam_curator.models import DEFAULT_MODEL, choose_backend, make_embedding_ha
 from beam_curator.stages.io import ParquetWriter
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.transforms.embedding import EmbeddingStage
+from beam_curator.workflows.semantic.clustering import count_rows
 from beam_curator.workflows.semantic.phases import digest
 from beam_curator.workflows.semantic.removal import (
     TextDuplicatesRemovalWorkflow,
@@ -40,6 +41,7 @@ class TextSemanticDeduplicationWorkflow:
         input_filetype: str = "jsonl",
         text_field: str = "text",
         id_field: str | None = None,
+        on_bad_record: str = "raise",
         model_identifier: str = DEFAULT_MODEL,
         embedding_backend: str = "auto",
         embedding_pretokenize: bool = False,
@@ -76,6 +78,7 @@ class TextSemanticDeduplicationWorkflow:
         self.output_filetype = output_filetype or input_filetype
         self.text_field = text_field
         self.id_field = id_field
+        self.on_bad_record = on_bad_record
         self.files_per_partition = files_per_partition
         self.perform_removal = perform_removal
         # The backend is resolved now, so that vLLM-only options go only to vLLM
@@ -109,16 +112,21 @@ class TextSemanticDeduplicationWorkflow:
         book = self.semantic.book
         with book.timed("embedding"):
             self._embed()
-        metadata = {"embedding_time": book.times["embedding"], "embeddings_path": f"{self.cache_path}/embeddings"}
+        embeddings = f"{self.cache_path}/embeddings"
+        metadata = {
+            "embedding_time": book.times["embedding"], "embeddings_path": embeddings,
+            "num_documents": count_rows(parquet_files(embeddings), self.semantic.id_field, "embedding"),
+        }
         metadata.update(self.semantic.run_phases())
         metadata["final_output_path"] = None
         if self.perform_removal and self.semantic.eps is not None:
             removal = TextDuplicatesRemovalWorkflow(
                 self.input_path, self.semantic.layout.duplicates, self.semantic.layout.deduplicated, self.cache_path,
                 self.input_filetype, self.output_filetype, self.id_field, "id", self.files_per_partition,
-                **self.runner,
+                on_bad_record=self.on_bad_record, **self.runner,
             ).run()
             metadata.update(removal)
+            metadata["num_documents_kept"] = metadata["num_documents"] - removal["num_duplicates_removed"]
         metadata.setdefault("removal_time", 0.0)
         metadata["total_time"] = time.monotonic() - started
         logger.info(
@@ -139,7 +147,8 @@ class TextSemanticDeduplicationWorkflow:
             return
         fields = [self.text_field] + ([self.id_field] if self.id_field else [])
         reading, id_column = id_reading_stages(
-            self.input_path, self.input_filetype, self.files_per_partition, self.id_field, self.cache_path, fields
+            self.input_path, self.input_filetype, self.files_per_partition, self.id_field, self.cache_path, fields,
+            self.on_bad_record,
         )
         settings = dict(self.embedding)
         handler = make_embedding_handler(settings.pop("backend"), settings.pop("model_identifier"),
