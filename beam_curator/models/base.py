@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar
 
 import numpy as np
-from apache_beam.ml.inference.base import ModelHandler
+from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
 from beam_curator.models.resolve import resolve_model
 
@@ -44,11 +44,14 @@ class EmbeddingOptions(TypedDict, total=False):
     share_across_processes: bool
 
 
-class EmbeddingModelHandler(ModelHandler[str, np.ndarray, M]):
+class EmbeddingModelHandler(ModelHandler[str, PredictionResult, M]):
     """Embeds texts into one float32 vector each, not normalised.
 
-    Vectors are returned as the engine produces them; the dedup kernel
-    normalises, so the handler does not spend a pass over the batch on it.
+    Like Beam's own handlers, each text comes back as a ``PredictionResult``:
+    ``example`` the text, ``inference`` its vector (a float32 array),
+    ``model_id`` the model identifier. Vectors are returned as the engine
+    produces them; the dedup kernel normalises, so the handler does not spend
+    a pass over the batch on it.
 
     Args:
         model_identifier: a model name or local directory, resolved with
@@ -120,7 +123,7 @@ class EmbeddingModelHandler(ModelHandler[str, np.ndarray, M]):
         batch: Sequence[str],
         model: M,
         inference_args: dict[str, Any] | None = None,
-    ) -> Iterable[np.ndarray]:
+    ) -> Iterable[PredictionResult]:
         texts = [self._truncate(text, position) for position, text in enumerate(batch)]
         vectors = np.asarray(model.embed(texts), dtype=np.float32)
         if vectors.shape[0] != len(texts):
@@ -128,7 +131,7 @@ class EmbeddingModelHandler(ModelHandler[str, np.ndarray, M]):
                 f"{type(self).__name__}: the engine returned {vectors.shape[0]} vectors "
                 f"for a batch of {len(texts)} texts"
             )
-        return list(vectors)
+        return [PredictionResult(text, vector, self._model_identifier) for text, vector in zip(batch, vectors)]
 
     def get_num_bytes(self, batch: Sequence[str]) -> int:
         # Counting characters is cheaper than Beam's default of pickling the batch.

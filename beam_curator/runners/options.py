@@ -17,6 +17,7 @@ import re
 from apache_beam.options.pipeline_options import FlinkRunnerOptions, PipelineOptions
 
 from beam_curator.logs import worker_log_level
+from beam_curator.runners.local_workers import LocalMultiProcessRunner
 
 RUNNERS = ("local", "local-multiprocess", "portable", "flink", "spark")
 ENVIRONMENT_TYPES = ("LOOPBACK", "EXTERNAL", "PROCESS", "DOCKER")
@@ -74,7 +75,7 @@ def _environment(
     if kind == "EXTERNAL" and not (environment_config and _HOST_PORT.match(environment_config)):
         raise ValueError(
             f"environment_type EXTERNAL needs environment_config='host:port' of a running worker pool "
-            f"(python -m apache_beam.runners.worker.worker_pool_main --service_port=PORT), not {environment_config!r}"
+            f"(/path/to/venv/bin/python -m beam_curator.runners.worker_pool --port PORT), not {environment_config!r}"
         )
     if kind == "PROCESS":
         if not environment_config:
@@ -103,7 +104,9 @@ def runner_args(
     ``local`` is Beam's in-process FnApiRunner, named explicitly: the
     DirectRunner of recent Beam releases first tries to download a Prism
     binary, which fails on machines without internet. ``local-multiprocess``
-    runs ``num_workers`` SDK worker processes (default: one per CPU).
+    runs ``num_workers`` SDK worker processes (default: one per CPU), through
+    :class:`~beam_curator.runners.local_workers.LocalMultiProcessRunner` so
+    that their logs follow ours.
     ``portable`` with no ``job_endpoint`` starts an embedded job service.
     ``flink`` and ``spark`` start a job server from ``*_job_server_jar`` when
     given (sites without internet need that). ``num_workers`` is the SDK
@@ -125,7 +128,8 @@ def runner_args(
         return ["--runner=FnApiRunner", "--direct_running_mode=in_memory", "--direct_num_workers=1"]
     if runner == "local-multiprocess":
         workers = num_workers or os.cpu_count() or 2
-        return ["--runner=FnApiRunner", "--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
+        return [f"--runner={LocalMultiProcessRunner.__module__}.{LocalMultiProcessRunner.__name__}",
+                "--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
     if runner == "portable":
         kind, config = _environment(runner, environment_type, environment_config, local_master=True)
         return ["--runner=PortableRunner", f"--job_endpoint={job_endpoint or 'embed'}", *_flags(

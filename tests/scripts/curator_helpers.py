@@ -44,9 +44,10 @@ def source_id(paths: list[str | Path]) -> str:
     return f"0_{FileGroupTask(data=[str(p) for p in paths]).get_deterministic_id()}"
 
 
-def written_file(folder: Path, input_file: Path) -> Path:
-    """Where a writer right after the reader puts the records of ``input_file``."""
-    task = DocumentBatch(task_id=f"{source_id([input_file])}_0", _metadata={"source_files": [str(input_file)]})
+def written_file(folder: Path, input_file: Path, lineage: str = "_0") -> Path:
+    """Where a writer puts the records of ``input_file`` whose lineage id is the
+    file's source id plus ``lineage`` (``_0``: the writer follows the reader)."""
+    task = DocumentBatch(task_id=f"{source_id([input_file])}{lineage}", _metadata={"source_files": [str(input_file)]})
     return folder / f"{output_name(task)}.jsonl"
 
 
