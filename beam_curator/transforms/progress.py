@@ -47,6 +47,7 @@ class ProgressRecorder:
         self.stages: dict[str, dict[str, int]] = {}
         self.partitions = {"pending": 0, "skipped": 0, "completed": 0}
         self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
         self._written = 0.0
         self._broken = False
 
@@ -79,14 +80,15 @@ class ProgressRecorder:
         now = time.monotonic()
         if self._broken or (not force and now - self._written < _WRITE_EVERY_S):
             return
-        self._written = now
-        with self._lock:
-            payload = json.dumps({"stages": self.stages, "partitions": self.partitions}).encode()
-        try:
-            write_atomically(self.url, lambda handle: handle.write(payload))
-        except OSError as error:
-            self._broken = True
-            logger.debug("progress cannot be recorded in %s: %s", self.url, error)
+        with self._write_lock:  # threads of one worker take turns; a late one writes newer totals
+            self._written = now
+            with self._lock:
+                payload = json.dumps({"stages": self.stages, "partitions": self.partitions}).encode()
+            try:
+                write_atomically(self.url, lambda handle: handle.write(payload))
+            except OSError as error:
+                self._broken = True
+                logger.debug("progress cannot be recorded in %s: %s", self.url, error)
 
 
 @dataclass
@@ -106,7 +108,8 @@ def read_progress(folder: str) -> Snapshot:
     fs, path = fsspec.core.url_to_fs(folder)
     snapshot = Snapshot()
     try:
-        files = [name for name in fs.ls(path, detail=False) if name.endswith(".json")]
+        files = [name for name in fs.ls(path, detail=False)
+                 if name.endswith(".json") and not name.rsplit("/", 1)[-1].startswith(".")]  # not a file being written
     except FileNotFoundError:
         return snapshot
     for name in files:
