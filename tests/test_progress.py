@@ -119,17 +119,22 @@ def pools() -> Iterator[list[subprocess.Popen]]:
         pool.wait()
 
 
+def copy_through_pool(tmp_path: Path, module: str, python_dir: str, pools: list[subprocess.Popen], timeout: float):
+    """Copy the sample through a pool started by ``python -m module`` with ``python_dir`` first on PATH."""
+    port = free_port()
+    pools.append(start_pool(module, port, python_dir))
+    copy = Pipeline("copy", stages=[JsonlReader(sample_corpus_path()), JsonlWriter(str(tmp_path / "out"))])
+    return copy.run(str(tmp_path / "ckpt"), "portable", environment_type="EXTERNAL",
+                    environment_config=f"localhost:{port}", worker_start_timeout=timeout)
+
+
 @pytest.mark.slow
 def test_a_pool_whose_workers_cannot_start_fails_fast_with_the_fix(
     tmp_path: Path, python_without_beam: str, pools: list[subprocess.Popen],
 ) -> None:
-    port = free_port()
-    pools.append(start_pool("apache_beam.runners.worker.worker_pool_main", port, python_without_beam))
-    copy = Pipeline("copy", stages=[JsonlReader(sample_corpus_path()), JsonlWriter(str(tmp_path / "out"))])
     started = time.monotonic()
     with pytest.raises(WorkersDidNotStartError, match=r"within 10 s .*python -m beam_curator.runners.worker_pool"):
-        copy.run(str(tmp_path / "ckpt"), "portable", environment_type="EXTERNAL",
-                 environment_config=f"localhost:{port}", worker_start_timeout=10)
+        copy_through_pool(tmp_path, "apache_beam.runners.worker.worker_pool_main", python_without_beam, pools, 10)
     assert time.monotonic() - started < 60
 
 
@@ -137,9 +142,5 @@ def test_a_pool_whose_workers_cannot_start_fails_fast_with_the_fix(
 def test_our_pool_runs_workers_with_its_own_interpreter(
     tmp_path: Path, python_without_beam: str, pools: list[subprocess.Popen],
 ) -> None:
-    port = free_port()
-    pools.append(start_pool("beam_curator.runners.worker_pool", port, python_without_beam))
-    copy = Pipeline("copy", stages=[JsonlReader(sample_corpus_path()), JsonlWriter(str(tmp_path / "out"))])
-    summary = copy.run(str(tmp_path / "ckpt"), "portable", environment_type="EXTERNAL",
-                       environment_config=f"localhost:{port}", worker_start_timeout=60)
+    summary = copy_through_pool(tmp_path, "beam_curator.runners.worker_pool", python_without_beam, pools, 60)
     assert summary.partitions_completed == SAMPLE_FILES
