@@ -280,3 +280,21 @@ def test_auto_backend_uses_vllm_on_gpu(st_model, tmp_path):
     vectors = run_vllm_pipeline("auto", SENTENCES, tmp_path)
     cosines = np.sum(normalise(vectors) * reference(st_model, SENTENCES), axis=1)
     assert cosines.min() >= 0.999, cosines
+
+
+def test_a_torchvision_that_does_not_load_beside_torch_is_named_with_the_fix(tmp_path):
+    """PyPI's torchvision beside a +cpu torch fails on import; transformers then reports only
+    "Could not import module 'PreTrainedModel'". A stand-in package fails the same way."""
+    package = tmp_path / "torchvision"
+    package.mkdir()
+    (package / "__init__.py").write_text('raise RuntimeError("operator torchvision::nms does not exist")\n')
+    info = tmp_path / "torchvision-0.28.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torchvision\nVersion: 0.28.0\n")
+    (info / "RECORD").write_text("torchvision/__init__.py,,\n")
+    load = "from beam_curator.models import SentenceTransformerEmbeddingHandler as H; H(device='cpu').load_model()"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    done = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode != 0
+    assert "BrokenTorchvisionError: torchvision is installed but does not load beside torch" in done.stderr
+    assert "pip uninstall -y torchvision torchaudio torchcodec" in done.stderr

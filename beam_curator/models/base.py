@@ -12,7 +12,8 @@ model lives in one process and is reached by the others through Beam's
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar
 
 import numpy as np
@@ -22,6 +23,37 @@ from beam_curator.models.resolve import resolve_model
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+
+class BrokenTorchvisionError(ImportError):
+    """An installed torchvision that does not load beside the installed torch."""
+
+
+@contextmanager
+def torchvision_explained() -> Iterator[None]:
+    """Turn the failure of a torchvision built for another torch into an error that says so.
+
+    transformers imports torchvision whenever it is installed; a build that
+    does not match torch (PyPI's torchvision beside a ``+cpu`` torch, which
+    vLLM's CPU build pulls in) fails deep inside it, and the user sees only
+    "Could not import module 'PreTrainedModel'".
+    """
+    try:
+        yield
+    except Exception as error:
+        cause: BaseException | None = error
+        while cause is not None and "torchvision::" not in str(cause):
+            cause = cause.__cause__ or cause.__context__
+        if cause is None:
+            raise
+        import torch
+
+        raise BrokenTorchvisionError(
+            f"torchvision is installed but does not load beside torch {torch.__version__} ({cause}), and "
+            "transformers imports it whenever it is present. Nothing here needs it: remove it with "
+            "`pip uninstall -y torchvision torchaudio torchcodec`, or install the build that matches torch "
+            "(for a +cpu torch: --extra-index-url https://download.pytorch.org/whl/cpu); see the README's Install section"
+        ) from error
 
 
 class TextEmbedder(Protocol):
