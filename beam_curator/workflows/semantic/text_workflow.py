@@ -129,11 +129,15 @@ class TextSemanticDeduplicationWorkflow:
             metadata["num_documents_kept"] = metadata["num_documents"] - removal["num_duplicates_removed"]
         metadata.setdefault("removal_time", 0.0)
         metadata["total_time"] = time.monotonic() - started
-        logger.info(
-            "semantic dedup finished in %.1f s: %s duplicates, %s removed, output %s",
-            metadata["total_time"], metadata.get("num_duplicates"), metadata.get("num_duplicates_removed"),
-            metadata["final_output_path"],
-        )
+        if self.semantic.eps is None:
+            logger.info("semantic dedup scored %d documents in %.1f s; choose eps from %s",
+                        metadata["num_documents"], metadata["total_time"], metadata.get("analysis_path"))
+        else:
+            logger.info(
+                "semantic dedup finished in %.1f s: %s duplicates, %s removed, output %s",
+                metadata["total_time"], metadata.get("num_duplicates"), metadata.get("num_duplicates_removed"),
+                metadata["final_output_path"],
+            )
         return WorkflowResult(metadata)
 
     def _embed(self) -> None:
