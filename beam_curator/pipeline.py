@@ -155,5 +155,5 @@ class Pipeline:
             counters=counters,
             seconds=time.monotonic() - started,
         )
-        logger.info("pipeline %s finished: %s", self.name, summary)
+        logger.debug("pipeline %s finished: %s", self.name, summary)
         return summary

@@ -84,7 +84,7 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_matches_an_uninterrupted_r
     assert 0 < len(done) < N_CLUSTERS, f"expected a run stopped midway, {len(done)} clusters checkpointed"
     assert not (output / "duplicates").exists()
     finished_files = {path: path.stat().st_mtime_ns for path in scored_clusters(pairwise)
-                      if "_".join(path.stem.split("_")[:2]) in done}
+                      if f"0_cluster{path.name.split('-')[0].split('=')[1]}" in done}  # nearest_cent=<k>-<id>
     assert len(finished_files) == len(done)
 
     rerun = subprocess.run(command, capture_output=True, text=True, timeout=300)

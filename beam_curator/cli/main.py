@@ -75,6 +75,8 @@ def _add_runner_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--flink-job-server-jar", help="local Flink job-server jar (sites without internet)")
     group.add_argument("--spark-master-url", help="Spark master URL (default: local[*])")
     group.add_argument("--spark-job-server-jar", help="local Spark job-server jar (sites without internet)")
+    group.add_argument("--worker-start-timeout", type=float, default=60.0,
+                       help="EXTERNAL/PROCESS environments: seconds to wait for the first SDK worker before failing")
 
 
 _RUNNER_KEYS = (
@@ -85,7 +87,7 @@ _RUNNER_KEYS = (
 
 def _runner_settings(args: argparse.Namespace, beam_args: list[str]) -> dict:
     settings = {key: getattr(args, key) for key in _RUNNER_KEYS if getattr(args, key) is not None}
-    return {"runner": args.runner, "beam_args": beam_args, **settings}
+    return {"runner": args.runner, "beam_args": beam_args, "worker_start_timeout": args.worker_start_timeout, **settings}
 
 
 def _checkpoint(args: argparse.Namespace, _: list[str]) -> int:

@@ -42,9 +42,10 @@ class ListClustersStage(ProcessingStage):
 
     def process(self, task: Task) -> list[ClusterTask]:
         fs, path = fsspec.core.url_to_fs(self.by_center)
-        folders = fs.glob(f"{path}/nearest_cent=*")
-        clusters = sorted(int(folder.rsplit("=", 1)[1]) for folder in folders)
-        return [ClusterTask(dataset_name="clusters", data=cluster) for cluster in clusters]
+        folders = {int(folder.rsplit("=", 1)[1]): folder for folder in fs.glob(f"{path}/nearest_cent=*")}
+        # The cluster's folder is the partition's input: results are named nearest_cent=<k>-<id>.parquet.
+        return [ClusterTask(dataset_name="clusters", data=cluster, _metadata={"source_files": [folders[cluster]]})
+                for cluster in sorted(folders)]
 
 
 @dataclass

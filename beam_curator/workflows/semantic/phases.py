@@ -84,6 +84,7 @@ class PhaseBook:
         summary = Pipeline(name, stages=stages).run(
             checkpoint, self.beam.runner, beam_args=self.beam.beam_args, **self.beam.runner_settings
         )
+        logger.info("%s: %s", name, summary)
         if summary.tasks_failed:
             raise PhaseFailedError(
                 f"phase {name}: {summary.tasks_failed} task(s) failed (see the log above); "
