@@ -10,7 +10,9 @@ drops Beam's import-time notes, and asks workers for WARNING and above;
 ``verbose`` restores everything.
 
 No Apache Beam import here: it must run before Beam is imported, so that
-Beam's import-time messages meet the filter.
+Beam's import-time messages meet the filter. For the same reason the SDK
+worker processes of ``local-multiprocess`` start as ``python -m
+beam_curator.logs`` (see :func:`run_sdk_worker`).
 """
 
 from __future__ import annotations
