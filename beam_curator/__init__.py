@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+__version__ = "0.1.0"
 _EXPORTS = {
     "Pipeline": "beam_curator.pipeline",
     "RankingStrategy": "beam_curator.dedup.semantic.ranking",

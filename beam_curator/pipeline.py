@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import logging
+import tempfile
+import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 
+from beam_curator.logs import progress_shown
 from beam_curator.runners import pipeline_options
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.base import flatten_stages
 from beam_curator.transforms import CuratorStages, locate_source_and_sink
+from beam_curator.transforms.progress import PROGRESS_DIR, ProgressWatcher, WorkersDidNotStartError, forget_progress
 from beam_curator.transforms.stage_dofns import NAMESPACE
 
 logger = logging.getLogger(__name__)
@@ -55,6 +60,33 @@ def _counters(result: beam.runners.runner.PipelineResult) -> dict[str, int]:
     return counters
 
 
+def _wait(result: beam.runners.runner.PipelineResult, watcher: ProgressWatcher, environment: str, config: object) -> None:
+    """Wait for the run to end, or raise once the watcher saw no worker start."""
+    ended = threading.Event()
+    outcome: dict[str, BaseException] = {}
+
+    def wait() -> None:
+        try:
+            result.wait_until_finish()
+        except BaseException as error:  # handed to the caller's thread
+            outcome["error"] = error
+        finally:
+            ended.set()
+
+    threading.Thread(target=wait, name="wait-until-finish", daemon=True).start()
+    while not ended.wait(0.5):
+        if watcher.stalled:
+            threading.Thread(target=result.cancel, name="cancel", daemon=True).start()
+            raise WorkersDidNotStartError(
+                f"no SDK worker started within {watcher.start_timeout:.0f} s ({environment} environment {config}); "
+                "a worker pool must run workers with an interpreter that has apache_beam and beam_curator: start it "
+                "as /path/to/venv/bin/python -m beam_curator.runners.worker_pool --port PORT, check its log, and "
+                "check that the address is right"
+            )
+    if "error" in outcome:
+        raise outcome["error"]
+
+
 class Pipeline:
     """An ordered list of stages, run as one Beam pipeline."""
 
@@ -82,18 +114,43 @@ class Pipeline:
         *,
         beam_args: list[str] | None = None,
         map_size: int = 1 << 30,
+        progress: bool | None = None,
+        worker_start_timeout: float | None = 60.0,
         **runner_settings: object,
     ) -> RunSummary:
         """Run to the end; with ``checkpoint_path``, skip complete partitions
         and mark partitions as they finish. ``runner`` is a preset of
-        ``beam_curator.runners``; ``beam_args`` are raw Beam flags."""
-        transform = CuratorStages(self.stages, checkpoint_path, map_size=map_size)
+        ``beam_curator.runners``; ``beam_args`` are raw Beam flags.
+
+        ``progress`` draws a live bar on a terminal (documents, rate, time
+        left, partitions done / pending); None: unless logging was set up
+        quiet. A run on an EXTERNAL or PROCESS environment whose workers have
+        not started after ``worker_start_timeout`` seconds stops with
+        ``WorkersDidNotStartError`` (None: wait forever).
+        """
+        folder = (f"{checkpoint_path.rstrip('/')}/{PROGRESS_DIR}/{uuid.uuid4().hex[:12]}" if checkpoint_path
+                  else tempfile.mkdtemp(prefix="beam-curator-progress-"))
+        transform = CuratorStages(self.stages, checkpoint_path, map_size=map_size, progress_folder=folder)
         options = pipeline_options(runner, beam_args, **runner_settings)
         started = time.monotonic()
         beam_pipeline = beam.Pipeline(options=options)
         _ = beam_pipeline | self.name >> transform
-        result = beam_pipeline.run()
-        result.wait_until_finish()
+        stages = transform.stages
+        environment = str(runner_settings.get("environment_type") or "").upper()
+        watched = environment in ("EXTERNAL", "PROCESS") and bool(
+            checkpoint_path or str(runner_settings.get("environment_config", "")).startswith(("localhost:", "127.0.0.1:"))
+        )  # only then can the driver see the workers' files
+        watcher = ProgressWatcher(
+            folder, self.name, stages[min(transform.source + 1, transform.sink)].stage_name,
+            stages[transform.sink].stage_name, progress_shown() if progress is None else progress,
+            start_timeout=worker_start_timeout if watched else None,
+        )
+        try:
+            with watcher, watcher.logging_redirected():
+                result = beam_pipeline.run()
+                _wait(result, watcher, environment, runner_settings.get("environment_config"))
+        finally:
+            forget_progress(folder)
         counters = _counters(result)
         summary = RunSummary(
             partitions_pending=counters.get("partitions_pending", 0),
@@ -103,5 +160,5 @@ class Pipeline:
             counters=counters,
             seconds=time.monotonic() - started,
         )
-        logger.info("pipeline %s finished: %s", self.name, summary)
+        logger.debug("pipeline %s finished: %s", self.name, summary)
         return summary

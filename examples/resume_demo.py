@@ -11,12 +11,11 @@ the next run; nothing finished is redone and nothing is lost.
 from __future__ import annotations
 
 import argparse
-import logging
 import time
 
-from beam_curator import Pipeline
 from beam_curator.data import sample_corpus_path
 from beam_curator.stages import ProcessingStage
+from beam_curator.logs import configure_logging
 from beam_curator.stages.io import JsonlReader, JsonlWriter
 from beam_curator.tasks import DocumentBatch
 
@@ -45,8 +44,8 @@ def main() -> None:
     parser.add_argument("--runner", default="local")
     parser.add_argument("--seconds-per-batch", type=float, default=1.0)
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", force=True)
-    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    configure_logging()
+    from beam_curator import Pipeline  # imports Apache Beam: after logging is set up, which filters its notes
 
     pipeline = Pipeline(name="resume-demo")
     pipeline.add_stage(JsonlReader(file_paths=args.input, files_per_partition=1, fields=["doc_id", "text"]))

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 
 import pandas as pd
 
-from beam_curator import TextSemanticDeduplicationWorkflow
 from beam_curator.data import sample_corpus_path
+from beam_curator.logs import configure_logging
 
 
 def main() -> None:
@@ -25,8 +24,8 @@ def main() -> None:
     parser.add_argument("--eps", type=float, default=0.01)
     parser.add_argument("--runner", default="local")
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", force=True)
-    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    configure_logging()
+    from beam_curator import TextSemanticDeduplicationWorkflow  # imports Apache Beam: after logging is set up
 
     result = TextSemanticDeduplicationWorkflow(
         input_path=sample_corpus_path(),

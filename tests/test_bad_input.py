@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
-from curator_helpers import output_rows, source_id, write_corpus  # noqa: E402
+from curator_helpers import output_rows, source_id, write_corpus, written_file  # noqa: E402
 
 from beam_curator import Pipeline, RunSummary  # noqa: E402
 from beam_curator.checkpoint import open_store  # noqa: E402
@@ -78,7 +78,7 @@ def test_an_empty_file_warns_and_its_partition_completes_without_rows(
     assert f"input file {empty} holds no records" in caplog.text
     assert (summary.partitions_pending, summary.partitions_completed) == (3, 3)
     assert source_id([empty]) in completed(tmp_path)
-    assert (tmp_path / "out" / f"{source_id([empty])}_0.jsonl").read_text() == ""
+    assert written_file(tmp_path / "out", empty).read_text() == ""
     assert len(output_rows(tmp_path / "out")) == 6
 
 
@@ -168,7 +168,7 @@ def test_raise_keeps_the_bad_partition_pending_until_it_is_fixed(tmp_path: Path)
     # Partitions processed before the failure may be marked; the bad one never is.
     marked = completed(tmp_path)
     assert marked <= good
-    assert not (tmp_path / "out" / f"{source_id([bad])}_0.jsonl").exists()
+    assert not written_file(tmp_path / "out", bad).exists()
 
     bad.write_bytes(GOOD + GOOD)  # the user fixes the file; its partition id is unchanged
     summary = run(tmp_path, input_dir)
@@ -189,4 +189,4 @@ def test_an_empty_file_completes_when_the_writer_selects_fields(tmp_path: Path) 
         JsonlWriter(str(tmp_path / "out"), fields=["text"]),
     ]).run(checkpoint_path=str(tmp_path / "ckpt"), runner="local")
     assert summary.partitions_completed == 2
-    assert (tmp_path / "out" / f"{source_id([empty])}_0.jsonl").read_text() == ""
+    assert written_file(tmp_path / "out", empty).read_text() == ""

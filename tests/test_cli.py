@@ -7,6 +7,8 @@ process running the command.
 
 from __future__ import annotations
 
+import argparse
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 from semdedup_helpers import SCRIPTS_DIR, jsonl_rows, short_notes, write_jsonl  # noqa: E402
 
 from beam_curator.checkpoint.store import METADATA_DIR  # noqa: E402
-from beam_curator.cli.main import main  # noqa: E402
+import beam_curator  # noqa: E402
+from beam_curator.cli.main import build_parser, main  # noqa: E402
 
 WRITER = str(SCRIPTS_DIR / "semdedup_checkpoint_writer.py")
 
@@ -99,19 +102,67 @@ def test_semdedup_deduplicates_tiny_data_and_prints_a_summary(tmp_path: Path, ca
     rows += [{"doc_id": "copy-1", "text": rows[1]["text"]}, {"doc_id": "copy-5", "text": rows[5]["text"]}]
     write_jsonl(tmp_path / "input" / "part-0.jsonl", rows[:5])
     write_jsonl(tmp_path / "input" / "part-1.jsonl", rows[5:])
-    code = main([
-        "semdedup", "--input", str(tmp_path / "input"), "--output", str(tmp_path / "output"),
-        "--cache", str(tmp_path / "cache"), "--eps", "0.01", "--embedding-backend", "sentence-transformers",
-        "--id-field", "doc_id", "--n-clusters", "2", "--runner", "local",
-    ])
+    common = [
+        "semdedup", "--input", str(tmp_path / "input"), "--cache", str(tmp_path / "cache"),
+        "--embedding-backend", "sentence-transformers", "--id-field", "doc_id", "--n-clusters", "2", "--runner", "local",
+    ]
+    # Raw Beam flags after -- reach Beam (an unknown one would make Beam fail).
+    code = main([*common, "--output", str(tmp_path / "output"), "--eps", "0.01", "--", "--direct_runner_bundle_repeat=0"])
     assert code == 0
-    out = capsys.readouterr().out
-    summary = {line.split()[0]: line.split()[1] for line in out.split("semantic deduplication summary")[1].splitlines() if line.strip()}
+    summary = summary_rows(capsys.readouterr().out)
     duplicates = pd.read_parquet(tmp_path / "output" / "duplicate_pairs" / "duplicate_pairs.parquet")
     assert len(duplicates) == 2 and {frozenset(pair) for pair in duplicates[["id", "max_id"]].values} == {
         frozenset({"d1", "copy-1"}), frozenset({"d5", "copy-5"})}
-    assert summary["num_duplicates"] == summary["num_duplicates_removed"] == "2"
-    assert summary["final_output_path"] == str(tmp_path / "output" / "deduplicated")
-    assert float(summary["total_time"]) > 0
+    assert summary["documents in"] == "10" and summary["duplicates"] == "2 at eps 0.01"
+    assert summary["removed"] == "2" and summary["kept"] == "8"
+    assert summary["clean data"] == str(tmp_path / "output" / "deduplicated")
+    phases = dict(part.rsplit(" ", 1) for part in summary["time (s)"].split(", "))
+    assert {"embedding", "kmeans", "pairwise", "removal", "total"} <= set(phases) and float(phases["total"]) > 0
     kept = [row for file in (tmp_path / "output" / "deduplicated").glob("*.jsonl") for row in jsonl_rows(file)]
     assert len(kept) == 8 and {row["text"] for row in kept} == {row["text"] for row in rows}
+
+    # Without --eps: the eps table is printed, rounded, beside the paths of the CSV and the plot.
+    assert main([*common, "--output", str(tmp_path / "analysis-only")]) == 0
+    out = capsys.readouterr().out
+    analysis = tmp_path / "analysis-only" / "analysis"
+    assert f"({analysis}/eps_table.csv, plot: {analysis}/similarity.png)" in out
+    table = out.split("similarity.png)")[1].splitlines()
+    assert table[1].split() == ["eps", "threshold", "duplicates", "share"]
+    assert table[9].split()[:3] == ["0.07", "0.93", "2"] and table[9].split()[3].endswith("%")
+    assert "0.9299999999999999" not in out and "0.9299999999999999" not in (analysis / "eps_table.csv").read_text()
+    assert summary_rows(out)["duplicates"].startswith("not identified")
+
+
+def summary_rows(out: str) -> dict[str, str]:
+    """The ``name   value`` rows of the printed summary."""
+    block = out.split("semantic deduplication summary")[1].split("\n\n")[0]
+    return dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in block.splitlines() if line.strip())
+
+
+def test_a_misspelt_option_is_an_error_naming_the_closest(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["semdedup", "--input", "in", "--output", "out", "--cache", "c", "--epss", "0.05"])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert "--epss (did you mean --eps?)" in error and "after --" in error
+    with pytest.raises(SystemExit):
+        main(["semdedup", "--input", "in", "--output", "out", "--cache", "c", "--n-cluster", "5"])
+    assert "did you mean --n-clusters" in capsys.readouterr().err, "no prefix matching either"
+
+
+def test_version_and_help_with_every_default(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out.strip() == f"beam-curator {beam_curator.__version__}"
+    parser = build_parser()
+    for command, sub in parser._subparsers._group_actions[0].choices.items():
+        help_text = " ".join(sub.format_help().split())
+        for action in sub._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            assert action.help, f"{command} {action.option_strings or action.dest} has no help"
+            if action.option_strings and not action.required:  # required ones have no default
+                shown = " ".join(sub._get_formatter()._get_help_string(action).split()) % {"default": action.default}
+                assert shown in help_text and "default" in shown, f"{command} {action.option_strings}: {shown}"
+    sem_help = " ".join(parser._subparsers._group_actions[0].choices["semdedup"].format_help().split())
+    assert "k-means clusters (default: 100)" in sem_help and "(default: unset)" in sem_help

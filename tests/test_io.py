@@ -8,6 +8,7 @@ per format runs the whole pipeline.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import random
 from pathlib import Path
@@ -63,7 +64,8 @@ def test_jsonl_round_trip_keeps_rows_and_unicode(tmp_path: Path) -> None:
     writer.setup()
     [written] = run_stage(writer, [batch]).outputs
     [path] = written.data
-    assert path == f"{tmp_path / 'out'}/{batch.task_id}.jsonl"
+    assert path == f"{tmp_path / 'out'}/a-{hashlib.sha256(batch.task_id.encode()).hexdigest()[:16]}.jsonl", \
+        "named after its input file and its lineage id"
     assert "première" in Path(path).read_text(encoding="utf-8"), "non-ASCII text is written as is"
     assert [json.loads(line) for line in Path(path).read_text().splitlines()] == ROWS
     assert written._metadata["num_records"] == 3
@@ -125,15 +127,22 @@ def test_partition_ids_do_not_depend_on_how_inputs_are_listed(tmp_path: Path) ->
     ]
 
 
-def test_writer_names_files_by_task_and_a_replay_overwrites(tmp_path: Path) -> None:
+def test_writer_names_files_by_input_and_task_and_a_replay_overwrites(tmp_path: Path) -> None:
     writer = JsonlWriter(str(tmp_path / "out"), fields=["text"])
     writer.setup()
     task_id = "0_0123456789abcdef_0"
-    writer.process(DocumentBatch(task_id=task_id, data=pa.Table.from_pylist(ROWS)))
-    result = writer.process(DocumentBatch(task_id=task_id, data=pa.Table.from_pylist(ROWS[:1])))
-    assert isinstance(result, FileGroupTask) and result.data == [f"{tmp_path / 'out'}/{task_id}.jsonl"]
-    assert [p.name for p in (tmp_path / "out").iterdir()] == [f"{task_id}.jsonl"], "replayed, not duplicated"
-    assert (tmp_path / "out" / f"{task_id}.jsonl").read_text() == '{"text": "première ligne"}\n'
+    source = {"source_files": ["gs://bucket/deb-00.jsonl.gz", "gs://bucket/deb-01.jsonl.gz"]}
+    name = f"deb-00-{hashlib.sha256(task_id.encode()).hexdigest()[:16]}.jsonl"
+    writer.process(DocumentBatch(task_id=task_id, data=pa.Table.from_pylist(ROWS), _metadata=source))
+    result = writer.process(DocumentBatch(task_id=task_id, data=pa.Table.from_pylist(ROWS[:1]), _metadata=source))
+    assert isinstance(result, FileGroupTask) and result.data == [f"{tmp_path / 'out'}/{name}"]
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [name], "replayed, not duplicated"
+    assert (tmp_path / "out" / name).read_text() == '{"text": "première ligne"}\n'
+    sibling = writer.process(DocumentBatch(task_id=f"{task_id}_1", data=pa.Table.from_pylist(ROWS), _metadata=source))
+    assert sibling.data[0].rsplit("/", 1)[1].startswith("deb-00-") and sibling.data != result.data, \
+        "another task from the same input gets its own file"
+    nameless = writer.process(DocumentBatch(task_id="0_2_0", data=pa.Table.from_pylist(ROWS)))
+    assert nameless.data[0].rsplit("/", 1)[1].startswith("part-"), "tasks read from no file get a generic stem"
 
 
 def test_a_failed_write_leaves_no_file_behind(tmp_path: Path) -> None:
@@ -171,9 +180,10 @@ def test_parquet_round_trip_through_a_pipeline(tmp_path: Path) -> None:
     assert summary.partitions_completed == 2
     assert len(open_store(str(tmp_path / "ckpt")).completed()) == 2
     written = sorted(tmp_path.joinpath("out").glob("*.parquet"))
+    source_ids = [FileGroupTask(data=[str(tmp_path / "in" / n)]).get_deterministic_id() for n in ("a.parquet", "b.parquet")]
     expected_names = sorted(
-        f"0_{FileGroupTask(data=[str(tmp_path / 'in' / n)]).get_deterministic_id()}_0.parquet"
-        for n in ("a.parquet", "b.parquet")
+        f"{stem}-{hashlib.sha256(f'0_{source}_0'.encode()).hexdigest()[:16]}.parquet"
+        for stem, source in zip("ab", source_ids)
     )
     assert [p.name for p in written] == expected_names
     rows = sorted((row for p in written for row in pq.read_table(p).to_pylist()), key=lambda r: r["id"])

@@ -18,7 +18,7 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 import pytest
-from apache_beam.ml.inference.base import KeyedModelHandler, ModelHandler, RunInference
+from apache_beam.ml.inference.base import KeyedModelHandler, ModelHandler, PredictionResult, RunInference
 from apache_beam.testing.util import assert_that
 
 from beam_curator.models import (
@@ -73,15 +73,17 @@ def run_inference(handler: ModelHandler, elements: list, tmp_path: Path) -> list
 
 def test_sentence_transformers_handler_matches_encode(st_model, tmp_path):
     handler = SentenceTransformerEmbeddingHandler(device="cpu", max_batch_size=4)
-    vectors = run_inference(handler, SENTENCES, tmp_path)
+    results = run_inference(handler, SENTENCES, tmp_path)
 
-    assert len(vectors) == len(SENTENCES)
-    assert all(v.dtype == np.float32 and v.shape == (384,) for v in vectors)
-    # Unkeyed outputs come back in any order: each must match exactly one sentence.
-    similarity = normalise(np.stack(vectors)) @ reference(st_model, SENTENCES).T
-    best = similarity.argmax(axis=1)
-    assert sorted(best) == list(range(len(SENTENCES)))
-    assert similarity.max(axis=1).min() > 0.9999
+    assert len(results) == len(SENTENCES)
+    # Beam's convention: a PredictionResult holding the example, its inference and the model.
+    assert all(isinstance(r, PredictionResult) and r.model_id == DEFAULT_MODEL for r in results)
+    assert all(r.inference.dtype == np.float32 and r.inference.shape == (384,) for r in results)
+    # Unkeyed outputs come back in any order: each carries its own sentence.
+    assert sorted(r.example for r in results) == sorted(SENTENCES)
+    expected = reference(st_model, [r.example for r in results])
+    similarity = np.sum(normalise(np.stack([r.inference for r in results])) * expected, axis=1)
+    assert similarity.min() > 0.9999
 
 
 # Within a RunInference batch texts are sorted by length and encoded in slices
@@ -90,7 +92,7 @@ def test_sentence_transformers_handler_matches_encode(st_model, tmp_path):
 def test_keyed_input_keeps_keys(st_model, tmp_path, encode_batch_size):
     handler = KeyedModelHandler(SentenceTransformerEmbeddingHandler(device="cpu", encode_batch_size=encode_batch_size))
     keyed = [(f"doc-{i}", text) for i, text in enumerate(SENTENCES)]
-    outputs = dict(run_inference(handler, keyed, tmp_path))
+    outputs = {key: result.inference for key, result in run_inference(handler, keyed, tmp_path)}
 
     expected = reference(st_model, SENTENCES)
     assert sorted(outputs) == sorted(key for key, _ in keyed)
@@ -102,7 +104,7 @@ def test_a_model_per_worker_process_gives_the_same_vectors(st_model, tmp_path):
     handler = SentenceTransformerEmbeddingHandler(device="cpu", share_across_processes=False)
     assert not handler.share_model_across_processes()
     keyed = [(f"doc-{i}", text) for i, text in enumerate(SENTENCES)]
-    outputs = dict(run_inference(KeyedModelHandler(handler), keyed, tmp_path))
+    outputs = {key: result.inference for key, result in run_inference(KeyedModelHandler(handler), keyed, tmp_path)}
     expected = reference(st_model, SENTENCES)
     for i in range(len(SENTENCES)):
         np.testing.assert_allclose(normalise(outputs[f"doc-{i}"]), expected[i], atol=1e-5)
@@ -112,7 +114,8 @@ def test_max_chars_embeds_only_the_prefix(st_model, tmp_path):
     head = "Debian packages a free operating system."
     text = head + " Boil the pasta in salted water for ten minutes." * 4
     handler = KeyedModelHandler(SentenceTransformerEmbeddingHandler(device="cpu", max_chars=len(head)))
-    (_, vector), = run_inference(handler, [("doc", text)], tmp_path)
+    (_, result), = run_inference(handler, [("doc", text)], tmp_path)
+    vector = result.inference
 
     prefix_vec, full_vec = reference(st_model, [head, text])
     np.testing.assert_allclose(normalise(vector), prefix_vec, atol=1e-5)
@@ -222,7 +225,7 @@ VLLM_PIPELINE = textwrap.dedent(
         assert type(handler).__name__ == "VLLMEmbeddingHandler", type(handler)
 
         def save(outputs):
-            open(out_file, "wb").write(pickle.dumps(dict(outputs)))
+            open(out_file, "wb").write(pickle.dumps({key: result.inference for key, result in outputs}))
 
         with beam.Pipeline(runner="DirectRunner") as pipeline:
             results = (pipeline | beam.Create(list(enumerate(texts)))
@@ -277,3 +280,21 @@ def test_auto_backend_uses_vllm_on_gpu(st_model, tmp_path):
     vectors = run_vllm_pipeline("auto", SENTENCES, tmp_path)
     cosines = np.sum(normalise(vectors) * reference(st_model, SENTENCES), axis=1)
     assert cosines.min() >= 0.999, cosines
+
+
+def test_a_torchvision_that_does_not_load_beside_torch_is_named_with_the_fix(tmp_path):
+    """PyPI's torchvision beside a +cpu torch fails on import; transformers then reports only
+    "Could not import module 'PreTrainedModel'". A stand-in package fails the same way."""
+    package = tmp_path / "torchvision"
+    package.mkdir()
+    (package / "__init__.py").write_text('raise RuntimeError("operator torchvision::nms does not exist")\n')
+    info = tmp_path / "torchvision-0.28.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torchvision\nVersion: 0.28.0\n")
+    (info / "RECORD").write_text("torchvision/__init__.py,,\n")
+    load = "from beam_curator.models import SentenceTransformerEmbeddingHandler as H; H(device='cpu').load_model()"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    done = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode != 0
+    assert "BrokenTorchvisionError: torchvision is installed but does not load beside torch" in done.stderr
+    assert "pip uninstall -y torchvision torchaudio torchcodec" in done.stderr

@@ -20,6 +20,7 @@ from curator_helpers import (  # noqa: E402
     source_id,
     scripts_pythonpath,
     write_corpus,
+    written_file,
 )
 
 from beam_curator import Pipeline  # noqa: E402
@@ -48,7 +49,7 @@ def expectations(input_dir: Path) -> tuple[list[dict], set[str], set[str]]:
         partitions.add(source_id([file]))
         rows += kept
         # reader: one-to-one (_0); chunker: kept chunks by position.
-        names |= {f"{source_id([file])}_0_{i}.jsonl" for i in range((len(kept) + 1) // 2)}
+        names |= {written_file(input_dir, file, f"_0_{i}").name for i in range((len(kept) + 1) // 2)}
     return canonical(rows), names, partitions
 
 

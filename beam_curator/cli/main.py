@@ -1,35 +1,84 @@
-"""The ``beam-curator`` command.
+"""The ``beam-curator`` command: resumable text curation on Apache Beam.
 
-Unknown ``--flags`` pass straight through to Beam, so any runner option
-works: ``beam-curator semdedup ... --runner flink --flink-master host:8081
---parallelism 64``.
+Every option is checked: a misspelt one is an error that names the closest
+valid options, never silently ignored. Raw Apache Beam flags go after ``--``.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
-import logging
 import sys
+import textwrap
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, Callable
 
 import fsspec
 
-from beam_curator.checkpoint import CheckpointBusyError, open_store
-from beam_curator.runners import RUNNERS
+from beam_curator.logs import configure_logging
+
+_EXAMPLES = """\
+examples:
+  beam-curator semdedup --input data/ --output results/ --cache cache/ --id-field doc_id --eps 0.01
+  beam-curator semdedup --input data/ --output results/ --cache cache/      # no --eps: eps table only
+  beam-curator semdedup ... --runner flink --flink-master host:8081 -- --parallelism=64
+  beam-curator checkpoint status cache/checkpoints/embedding
+
+Interrupt any run (Ctrl+C) and rerun the same command: finished work is skipped.
+"""
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Help that shows each option's default (unless its text already says
+    what happens when it is unset) and keeps the examples' layout."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.required or isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+            return text
+        if action.nargs == 0:  # a flag
+            return f"{text} (default: off)"
+        return f"{text} (default: {'unset' if action.default is None else '%(default)s'})"
+
+
+def _package_version() -> str:
+    try:
+        return version("beam-curator")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        from beam_curator import __version__
+
+        return __version__
+
+
+def _add_logging_flags(parser: argparse.ArgumentParser, top_level: bool) -> None:
+    # SUPPRESS keeps a subcommand's unset flag from overwriting the same flag given before it.
+    default = False if top_level else argparse.SUPPRESS
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("-q", "--quiet", action="store_true", default=default,
+                       help="warnings and errors only: no progress bars, no summary logs")
+    group.add_argument("-v", "--verbose", action="store_true", default=default,
+                       help="also log Apache Beam, its workers and the model libraries at INFO")
 
 
 def _add_runner_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("runner (other --flags go to Beam unchanged)")
-    group.add_argument("--runner", default="local", help=f"one of {', '.join(RUNNERS)} (default local)")
-    group.add_argument("--num-workers", type=int, help="worker processes (local-multiprocess) or SDK workers per runner worker")
-    group.add_argument("--job-endpoint", help="portable/flink/spark job service host:port (default: embedded)")
-    group.add_argument("--environment-type", help="LOOPBACK, EXTERNAL, PROCESS or DOCKER")
-    group.add_argument("--environment-config", help="e.g. host:port of an EXTERNAL worker pool")
-    group.add_argument("--flink-master", help="Flink REST address host:port ([local] by default)")
+    from beam_curator.runners import RUNNERS
+
+    group = parser.add_argument_group("runner (raw Apache Beam flags go after --)")
+    group.add_argument("--runner", default="local", choices=RUNNERS, help="where the pipelines run")
+    group.add_argument("--num-workers", type=int,
+                       help="worker processes (local-multiprocess; default one per CPU) or SDK workers per node")
+    group.add_argument("--job-endpoint", help="host:port of a portable/Flink/Spark job service (default: embedded)")
+    group.add_argument("--environment-type", choices=["LOOPBACK", "EXTERNAL", "PROCESS", "DOCKER"],
+                       help="where the SDK workers run (default: LOOPBACK for local masters)")
+    group.add_argument("--environment-config", help="host:port of an EXTERNAL worker pool, a PROCESS boot command, an image")
+    group.add_argument("--flink-master", help="Flink REST address host:port (default: [local])")
     group.add_argument("--flink-version", help="Flink version of the job server")
     group.add_argument("--flink-job-server-jar", help="local Flink job-server jar (sites without internet)")
-    group.add_argument("--spark-master-url", help="Spark master URL (local[*] by default)")
-    group.add_argument("--spark-job-server-jar", help="local Spark job-server jar")
+    group.add_argument("--spark-master-url", help="Spark master URL (default: local[*])")
+    group.add_argument("--spark-job-server-jar", help="local Spark job-server jar (sites without internet)")
+    group.add_argument("--worker-start-timeout", type=float, default=60.0,
+                       help="EXTERNAL/PROCESS environments: seconds to wait for the first SDK worker before failing")
 
 
 _RUNNER_KEYS = (
@@ -40,7 +89,7 @@ _RUNNER_KEYS = (
 
 def _runner_settings(args: argparse.Namespace, beam_args: list[str]) -> dict:
     settings = {key: getattr(args, key) for key in _RUNNER_KEYS if getattr(args, key) is not None}
-    return {"runner": args.runner, "beam_args": beam_args, **settings}
+    return {"runner": args.runner, "beam_args": beam_args, "worker_start_timeout": args.worker_start_timeout, **settings}
 
 
 def _checkpoint(args: argparse.Namespace, _: list[str]) -> int:
@@ -48,6 +97,8 @@ def _checkpoint(args: argparse.Namespace, _: list[str]) -> int:
     if not fs.exists(path):
         print(f"error: checkpoint {args.path} does not exist; pass the checkpoint_path a run used", file=sys.stderr)
         return 2
+    from beam_curator.checkpoint import CheckpointBusyError, open_store
+
     store = open_store(args.path)
     if args.action == "status":
         status = store.status()
@@ -76,7 +127,8 @@ def _semdedup(args: argparse.Namespace, beam_args: list[str]) -> int:
 
     workflow = TextSemanticDeduplicationWorkflow(
         input_path=args.input, output_path=args.output, cache_path=args.cache,
-        input_filetype=args.input_filetype, output_filetype=args.input_filetype, text_field=args.text_field, id_field=args.id_field,
+        input_filetype=args.input_filetype, output_filetype=args.input_filetype, text_field=args.text_field,
+        id_field=args.id_field, on_bad_record=args.on_bad_record,
         model_identifier=args.model_identifier, embedding_backend=args.embedding_backend,
         embedding_pretokenize=args.embedding_pretokenize,
         embedding_vllm_init_kwargs=json.loads(args.embedding_vllm_init_kwargs) if args.embedding_vllm_init_kwargs else None,
@@ -89,69 +141,168 @@ def _semdedup(args: argparse.Namespace, beam_args: list[str]) -> int:
         cross_cluster_margin=args.cross_cluster_margin, recall_sample=args.recall_sample,
         perform_removal=not args.no_removal and args.eps is not None, seed=args.seed, **_runner_settings(args, beam_args),
     )
-    result = workflow.run()
-    print("\nsemantic deduplication summary")
-    for key, value in result.metadata.items():
-        shown = f"{value:.2f}" if isinstance(value, float) else value
-        print(f"  {key:<28} {shown}")
+    print(semdedup_summary(workflow.run().metadata, args.eps))
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="beam-curator", description=__doc__.split("\n\n")[0])
-    parser.add_argument("-q", "--quiet", action="store_true", help="log warnings only")
-    commands = parser.add_subparsers(dest="command", required=True)
+_PHASES = ("embedding", "kmeans", "pairwise", "recall", "identification", "removal")
 
-    checkpoint = commands.add_parser("checkpoint", help="inspect or reset a checkpoint folder")
-    checkpoint.add_argument("action", choices=["status", "reset"])
+
+def semdedup_summary(metadata: dict[str, Any], eps: float | None) -> str:
+    """What a user asks after a run: how many documents went in, how many are
+    duplicates, how many were removed and kept, where time went, where the
+    results are. Without eps: the eps table, to choose one."""
+    lines = ["", "semantic deduplication summary"]
+
+    def row(name: str, value: object) -> None:
+        lines.append(f"  {name:<16} {value}")
+
+    row("documents in", metadata.get("num_documents", "?"))
+    if eps is None:
+        row("duplicates", "not identified (no --eps); choose eps from the table below")
+    else:
+        row("duplicates", f"{metadata.get('num_duplicates')} at eps {eps}")
+        removed = metadata.get("num_duplicates_removed")
+        row("removed", removed if metadata.get("final_output_path") else "nothing (--no-removal)")
+        if metadata.get("final_output_path"):
+            row("kept", metadata.get("num_documents_kept"))
+    times = [f"{phase} {metadata[f'{phase}_time']:.1f}" for phase in _PHASES if metadata.get(f"{phase}_time")]
+    row("time (s)", ", ".join([*times, f"total {metadata.get('total_time', 0.0):.1f}"]))
+    if metadata.get("final_output_path"):
+        row("clean data", metadata["final_output_path"])
+    if metadata.get("duplicates_path"):
+        row("duplicate ids", f"{metadata['duplicates_path']}/duplicates.parquet")
+    if metadata.get("recall_path"):
+        row("recall report", f"{metadata['recall_path']}/recall_report.json")
+    if eps is None and metadata.get("analysis_path"):
+        analysis = metadata["analysis_path"]
+        lines += ["", f"documents removed per eps ({analysis}/eps_table.csv, plot: {analysis}/similarity.png)"]
+        lines += [f"  {line}" for line in _eps_table_text(f"{analysis}/eps_table.csv").splitlines()]
+    return "\n".join(lines)
+
+
+def _eps_table_text(csv_url: str) -> str:
+    import pandas as pd
+
+    with fsspec.open(csv_url, "r") as handle:
+        table = pd.read_csv(handle)
+    table["share"] = (100 * table["share"]).map("{:.2f}%".format)
+    return table.to_string(index=False, formatters={"eps": "{:g}".format, "threshold": "{:g}".format})
+
+
+def _add_semdedup(commands: argparse._SubParsersAction) -> None:
+    sem = commands.add_parser(
+        "semdedup", formatter_class=_Formatter, epilog=_EXAMPLES,
+        help="semantic deduplication (SemDeDup) of JSONL or parquet text files",
+        description=textwrap.fill(
+            "Embed every document, cluster the embeddings with k-means, score each document against the "
+            "earlier-ranked members of its cluster, and remove those at least 1 - eps similar to one. Every "
+            "phase is checkpointed: interrupt the run and rerun the same command to resume.", 80),
+    )
+    _add_logging_flags(sem, top_level=False)
+    data = sem.add_argument_group("data")
+    data.add_argument("--input", required=True, help="folder, glob or file of the input data")
+    data.add_argument("--output", required=True, help="where duplicates/, deduplicated/ and analysis/ go")
+    data.add_argument("--cache", help="where embeddings, clusters, scores and checkpoints go (default: under --output)")
+    data.add_argument("--input-filetype", default="jsonl", choices=["jsonl", "parquet"], help="format of the input files")
+    data.add_argument("--text-field", default="text", help="the field holding the text to embed")
+    data.add_argument("--id-field", help="your unique id field (default: generate ids into _curator_dedup_id)")
+    data.add_argument("--on-bad-record", default="raise", choices=["raise", "skip"],
+                      help="a malformed record or one missing a field: stop naming it, or skip and count it")
+    data.add_argument("--files-per-partition", type=int, default=1, help="input files per checkpointed partition")
+    model = sem.add_argument_group("embedding")
+    model.add_argument("--model-identifier", default="sentence-transformers/all-MiniLM-L6-v2",
+                       help="model name or local folder (the default is bundled)")
+    model.add_argument("--model-cache-dir", help="extra folder to find the model in (never downloaded)")
+    model.add_argument("--embedding-backend", default="auto", choices=["auto", "vllm", "sentence-transformers"],
+                       help="auto: vLLM on a CUDA GPU, sentence-transformers otherwise")
+    model.add_argument("--embedding-max-chars", type=int, help="cut texts to this many characters before tokenising")
+    model.add_argument("--embedding-batch-size", type=int, help="most texts per model call (default: Beam's adaptive batching)")
+    model.add_argument("--embedding-max-tokens", type=int, help="vLLM: tokens kept per text (default: the model's length)")
+    model.add_argument("--embedding-pretokenize", action="store_true", help="vLLM: tokenise in the workers, hand the engine token ids")
+    model.add_argument("--embedding-vllm-init-kwargs", help="vLLM: JSON object of extra vllm.LLM arguments")
+    clusters = sem.add_argument_group("clustering and scoring")
+    clusters.add_argument("--n-clusters", type=int, default=100, help="k-means clusters")
+    clusters.add_argument("--kmeans-max-iter", type=int, default=300, help="k-means iterations at most")
+    clusters.add_argument("--kmeans-tol", type=float, default=1e-4, help="k-means stops when centroids move less")
+    clusters.add_argument("--kmeans-max-sample-bytes", type=int, default=2 << 30,
+                          help="k-means is fitted on a sample of at most this many bytes of vectors")
+    clusters.add_argument("--eps", type=float,
+                          help="a document is a duplicate when its similarity is >= 1 - eps; unset: print and "
+                               "write the eps table and histogram only, to choose eps")
+    clusters.add_argument("--which-to-keep", default="hard", choices=["hard", "easy", "random"],
+                          help="which duplicate is kept: hard = farthest from its centroid, easy = nearest")
+    clusters.add_argument("--distance-metric", default="cosine", choices=["cosine", "l2"],
+                          help="distance to the centroid that ranks cluster members")
+    clusters.add_argument("--pairwise-batch-size", type=int, default=1024, help="rows per block when scoring large clusters")
+    clusters.add_argument("--cross-cluster", action="store_true",
+                          help="also compare each document with its second-nearest cluster")
+    clusters.add_argument("--cross-cluster-margin", type=float,
+                          help="with --cross-cluster: only documents this close to the boundary (default: all)")
+    clusters.add_argument("--recall-sample", type=int, help="measure recall against brute force on this many documents")
+    clusters.add_argument("--no-removal", action="store_true", help="identify duplicates but do not write the clean data")
+    clusters.add_argument("--seed", type=int, default=42, help="seed of k-means and of which_to_keep=random")
+    _add_runner_flags(sem)
+    sem.set_defaults(handler=_semdedup)
+
+
+def _add_checkpoint(commands: argparse._SubParsersAction) -> None:
+    checkpoint = commands.add_parser(
+        "checkpoint", formatter_class=_Formatter, help="inspect or reset a checkpoint folder",
+        description="Show which partitions a checkpoint folder records as complete, or forget them all.",
+    )
+    _add_logging_flags(checkpoint, top_level=False)
+    checkpoint.add_argument("action", choices=["status", "reset"], help="status: what is recorded; reset: forget it")
     checkpoint.add_argument("path", help="the checkpoint_path the pipeline ran with")
     checkpoint.add_argument("--force", action="store_true", help="reset even if a writer seems alive")
     checkpoint.set_defaults(handler=_checkpoint)
 
-    sem = commands.add_parser("semdedup", help="semantic deduplication (SemDeDup) of text files")
-    sem.add_argument("--input", required=True, help="folder, glob or file of the input data")
-    sem.add_argument("--output", required=True, help="where duplicates/ and deduplicated/ go")
-    sem.add_argument("--cache", help="where embeddings, clusters and scores go (default: under --output)")
-    sem.add_argument("--input-filetype", default="jsonl", choices=["jsonl", "parquet"])
-    sem.add_argument("--text-field", default="text")
-    sem.add_argument("--id-field", help="your unique id column (default: generate _curator_dedup_id)")
-    sem.add_argument("--model-identifier", default="sentence-transformers/all-MiniLM-L6-v2")
-    sem.add_argument("--embedding-backend", default="auto", choices=["auto", "vllm", "sentence-transformers"])
-    sem.add_argument("--embedding-pretokenize", action="store_true")
-    sem.add_argument("--embedding-vllm-init-kwargs", help="JSON object passed to vllm.LLM")
-    sem.add_argument("--embedding-max-chars", type=int)
-    sem.add_argument("--embedding-max-tokens", type=int, help="vLLM: tokens kept per text (default: the model's length)")
-    sem.add_argument("--embedding-batch-size", type=int)
-    sem.add_argument("--model-cache-dir")
-    sem.add_argument("--files-per-partition", type=int, default=1)
-    sem.add_argument("--n-clusters", type=int, default=100)
-    sem.add_argument("--kmeans-max-iter", type=int, default=300)
-    sem.add_argument("--kmeans-tol", type=float, default=1e-4)
-    sem.add_argument("--kmeans-max-sample-bytes", type=int, default=2 << 30,
-                     help="k-means is fitted on a sample of at most this many bytes of vectors")
-    sem.add_argument("--eps", type=float, help="duplicate when similarity >= 1 - eps; unset: write the analysis only")
-    sem.add_argument("--which-to-keep", default="hard", choices=["hard", "easy", "random"])
-    sem.add_argument("--distance-metric", default="cosine", choices=["cosine", "l2"])
-    sem.add_argument("--pairwise-batch-size", type=int, default=1024)
-    sem.add_argument("--cross-cluster", action="store_true", help="also compare across each document's nearest other cluster")
-    sem.add_argument("--cross-cluster-margin", type=float, help="only documents this close to the boundary visit")
-    sem.add_argument("--recall-sample", type=int, help="measure recall against brute force on this many documents")
-    sem.add_argument("--no-removal", action="store_true", help="identify duplicates but do not write the clean data")
-    sem.add_argument("--seed", type=int, default=42)
-    _add_runner_flags(sem)
-    sem.set_defaults(handler=_semdedup)
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="beam-curator", description="Resumable text curation on Apache Beam: semantic deduplication "
+        "(NeMo Curator's SemDeDup) and checkpoint tools.",
+        epilog=_EXAMPLES, formatter_class=_Formatter, allow_abbrev=False,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_package_version()}")
+    _add_logging_flags(parser, top_level=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_semdedup(commands)
+    _add_checkpoint(commands)
+    for sub in commands.choices.values():
+        sub.allow_abbrev = False  # a prefix of one option must not silently mean it
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args, beam_args = build_parser().parse_known_args(argv)
-    logging.basicConfig(
-        level=logging.WARNING if args.quiet else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        force=True,  # importing Beam may already have configured the root logger
+def _reject_unknown(parser: argparse.ArgumentParser, command: str, unknown: list[str]) -> None:
+    """Exit with the closest valid option names for each unknown one."""
+    sub = parser._subparsers._group_actions[0].choices[command]
+    valid = [option for action in sub._actions for option in action.option_strings if option.startswith("--")]
+    valid = [option for option in valid if option not in ("--help", "--version")]
+    problems = []
+    options = [arg for arg in unknown if arg.startswith("-")] or unknown  # a misspelt option's value follows it
+    for arg in options:
+        name = arg.split("=", 1)[0]
+        close = difflib.get_close_matches(name, valid, n=3, cutoff=0.6)
+        hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+        problems.append(f"{arg}{hint}")
+    sub.error(
+        f"unrecognized arguments: {'; '.join(problems)}. Raw Apache Beam flags go after --, "
+        f"for example: beam-curator {command} ... -- --parallelism=64"
     )
-    logging.getLogger("apache_beam").setLevel(logging.WARNING)
-    return args.handler(args, beam_args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ours, beam_args = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    configure_logging()  # before Beam is imported, so that its import-time notes are filtered
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(ours)
+    if unknown:
+        _reject_unknown(parser, args.command, unknown)
+    configure_logging(quiet=args.quiet, verbose=args.verbose)
+    handler: Callable[[argparse.Namespace, list[str]], int] = args.handler
+    return handler(args, beam_args)
 
 
 if __name__ == "__main__":

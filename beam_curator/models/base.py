@@ -12,16 +12,48 @@ model lives in one process and is reached by the others through Beam's
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar
 
 import numpy as np
-from apache_beam.ml.inference.base import ModelHandler
+from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
 from beam_curator.models.resolve import resolve_model
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+
+class BrokenTorchvisionError(ImportError):
+    """An installed torchvision that does not load beside the installed torch."""
+
+
+@contextmanager
+def torchvision_explained() -> Iterator[None]:
+    """Turn the failure of a torchvision built for another torch into an error that says so.
+
+    transformers imports torchvision whenever it is installed; a build that
+    does not match torch (PyPI's torchvision beside a ``+cpu`` torch, which
+    vLLM's CPU build pulls in) fails deep inside it, and the user sees only
+    "Could not import module 'PreTrainedModel'".
+    """
+    try:
+        yield
+    except Exception as error:
+        cause: BaseException | None = error
+        while cause is not None and "torchvision::" not in str(cause):
+            cause = cause.__cause__ or cause.__context__
+        if cause is None:
+            raise
+        import torch
+
+        raise BrokenTorchvisionError(
+            f"torchvision is installed but does not load beside torch {torch.__version__} ({cause}), and "
+            "transformers imports it whenever it is present. Nothing here needs it: remove it with "
+            "`pip uninstall -y torchvision torchaudio torchcodec`, or install the build that matches torch "
+            "(for a +cpu torch: --extra-index-url https://download.pytorch.org/whl/cpu); see the README's Install section"
+        ) from error
 
 
 class TextEmbedder(Protocol):
@@ -44,11 +76,14 @@ class EmbeddingOptions(TypedDict, total=False):
     share_across_processes: bool
 
 
-class EmbeddingModelHandler(ModelHandler[str, np.ndarray, M]):
+class EmbeddingModelHandler(ModelHandler[str, PredictionResult, M]):
     """Embeds texts into one float32 vector each, not normalised.
 
-    Vectors are returned as the engine produces them; the dedup kernel
-    normalises, so the handler does not spend a pass over the batch on it.
+    Like Beam's own handlers, each text comes back as a ``PredictionResult``:
+    ``example`` the text, ``inference`` its vector (a float32 array),
+    ``model_id`` the model identifier. Vectors are returned as the engine
+    produces them; the dedup kernel normalises, so the handler does not spend
+    a pass over the batch on it.
 
     Args:
         model_identifier: a model name or local directory, resolved with
@@ -120,7 +155,7 @@ class EmbeddingModelHandler(ModelHandler[str, np.ndarray, M]):
         batch: Sequence[str],
         model: M,
         inference_args: dict[str, Any] | None = None,
-    ) -> Iterable[np.ndarray]:
+    ) -> Iterable[PredictionResult]:
         texts = [self._truncate(text, position) for position, text in enumerate(batch)]
         vectors = np.asarray(model.embed(texts), dtype=np.float32)
         if vectors.shape[0] != len(texts):
@@ -128,7 +163,7 @@ class EmbeddingModelHandler(ModelHandler[str, np.ndarray, M]):
                 f"{type(self).__name__}: the engine returned {vectors.shape[0]} vectors "
                 f"for a batch of {len(texts)} texts"
             )
-        return list(vectors)
+        return [PredictionResult(text, vector, self._model_identifier) for text, vector in zip(batch, vectors)]
 
     def get_num_bytes(self, batch: Sequence[str]) -> int:
         # Counting characters is cheaper than Beam's default of pickling the batch.

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from beam_curator.models.base import EmbeddingModelHandler, EmbeddingOptions
+from beam_curator.models.base import EmbeddingModelHandler, EmbeddingOptions, torchvision_explained
 from beam_curator.models.resolve import DEFAULT_MODEL
 
 if TYPE_CHECKING:
@@ -80,4 +80,5 @@ class SentenceTransformerEmbeddingHandler(EmbeddingModelHandler[SentenceTransfor
             import torch
 
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        return SentenceTransformerEmbedder(self.model_path(), device, self._encode_batch_size)
+        with torchvision_explained():
+            return SentenceTransformerEmbedder(self.model_path(), device, self._encode_batch_size)

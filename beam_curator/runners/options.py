@@ -16,6 +16,9 @@ import re
 
 from apache_beam.options.pipeline_options import FlinkRunnerOptions, PipelineOptions
 
+from beam_curator.logs import worker_log_level
+from beam_curator.runners.local_workers import LocalMultiProcessRunner
+
 RUNNERS = ("local", "local-multiprocess", "portable", "flink", "spark")
 ENVIRONMENT_TYPES = ("LOOPBACK", "EXTERNAL", "PROCESS", "DOCKER")
 
@@ -72,7 +75,7 @@ def _environment(
     if kind == "EXTERNAL" and not (environment_config and _HOST_PORT.match(environment_config)):
         raise ValueError(
             f"environment_type EXTERNAL needs environment_config='host:port' of a running worker pool "
-            f"(python -m apache_beam.runners.worker.worker_pool_main --service_port=PORT), not {environment_config!r}"
+            f"(/path/to/venv/bin/python -m beam_curator.runners.worker_pool --port PORT), not {environment_config!r}"
         )
     if kind == "PROCESS":
         if not environment_config:
@@ -101,7 +104,9 @@ def runner_args(
     ``local`` is Beam's in-process FnApiRunner, named explicitly: the
     DirectRunner of recent Beam releases first tries to download a Prism
     binary, which fails on machines without internet. ``local-multiprocess``
-    runs ``num_workers`` SDK worker processes (default: one per CPU).
+    runs ``num_workers`` SDK worker processes (default: one per CPU), through
+    :class:`~beam_curator.runners.local_workers.LocalMultiProcessRunner` so
+    that their logs follow ours.
     ``portable`` with no ``job_endpoint`` starts an embedded job service.
     ``flink`` and ``spark`` start a job server from ``*_job_server_jar`` when
     given (sites without internet need that). ``num_workers`` is the SDK
@@ -123,7 +128,8 @@ def runner_args(
         return ["--runner=FnApiRunner", "--direct_running_mode=in_memory", "--direct_num_workers=1"]
     if runner == "local-multiprocess":
         workers = num_workers or os.cpu_count() or 2
-        return ["--runner=FnApiRunner", "--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
+        return [f"--runner={LocalMultiProcessRunner.__module__}.{LocalMultiProcessRunner.__name__}",
+                "--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
     if runner == "portable":
         kind, config = _environment(runner, environment_type, environment_config, local_master=True)
         return ["--runner=PortableRunner", f"--job_endpoint={job_endpoint or 'embed'}", *_flags(
@@ -151,6 +157,12 @@ def runner_args(
 
 
 def pipeline_options(runner: str | None = "local", beam_args: list[str] | None = None, **preset: object) -> PipelineOptions:
-    """Options for ``runner`` (None: only ``beam_args``), then raw ``beam_args`` (later flags win)."""
+    """Options for ``runner`` (None: only ``beam_args``), then raw ``beam_args`` (later flags win).
+
+    SDK workers log at :func:`beam_curator.logs.worker_log_level` (WARNING
+    unless logging was set up verbose): at INFO, every worker process of a
+    multi-process run reports each bundle it starts.
+    """
     args = runner_args(runner, **preset) if runner else []
-    return PipelineOptions([*args, *(beam_args or [])])
+    quiet_workers = f"--default_sdk_harness_log_level={worker_log_level()}"
+    return PipelineOptions([quiet_workers, *args, *(beam_args or [])])

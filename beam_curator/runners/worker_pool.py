@@ -1,14 +1,19 @@
-"""A Beam worker pool in a child process, for ``environment_type=EXTERNAL``.
+"""A Beam worker pool for ``environment_type=EXTERNAL``, started with the right interpreter.
 
 Beam's ``worker_pool_main`` starts one SDK worker process per worker the
-runner asks for, so stages run in processes other than the driver, as on a
-cluster, while everything stays on this machine. The pool launches workers
-as plain ``python``, which is why the interpreter's folder goes first on
-``PATH``: otherwise a system Python without beam_curator would be found.
+runner asks for, so stages run in processes other than the one that builds
+the pipeline. It launches them as plain ``python``, whatever comes first on
+``PATH``: a pool started as ``/venv/bin/python -m ...`` from a shell whose
+``PATH`` lacks ``/venv/bin`` runs workers without Beam, which die at once
+while the job waits for them. ``python -m beam_curator.runners.worker_pool
+--port PORT`` (and :class:`WorkerPool`, which runs it in a child process)
+puts its own interpreter's folder first on ``PATH`` before starting Beam's
+pool, so the workers run the interpreter the pool was started with.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import socket
@@ -60,7 +65,6 @@ class WorkerPool:
 
     def _environment(self) -> dict[str, str]:
         env = dict(os.environ)
-        env["PATH"] = os.pathsep.join([os.path.dirname(self.python), env.get("PATH", "")])
         pythonpath = [*self.pythonpath, *filter(None, [env.get("PYTHONPATH")])]
         if pythonpath:
             env["PYTHONPATH"] = os.pathsep.join(pythonpath)
@@ -69,7 +73,7 @@ class WorkerPool:
     def start(self) -> "WorkerPool":
         self._log = tempfile.NamedTemporaryFile(prefix="beam-worker-pool-", suffix=".log", delete=False)
         self.process = subprocess.Popen(
-            [self.python, "-m", "apache_beam.runners.worker.worker_pool_main", f"--service_port={self.port}"],
+            [self.python, "-m", "beam_curator.runners.worker_pool", f"--port={self.port}"],
             env=self._environment(), stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         deadline = time.monotonic() + self.startup_timeout
@@ -118,6 +122,20 @@ class WorkerPool:
         self.stop()
 
 
+def main(argv: list[str] | None = None) -> None:
+    """Serve a worker pool on ``--port`` until interrupted; workers run this interpreter."""
+    parser = argparse.ArgumentParser(
+        prog="python -m beam_curator.runners.worker_pool",
+        description="A Beam worker pool (environment_type=EXTERNAL) whose SDK workers run this interpreter.",
+    )
+    parser.add_argument("--port", type=int, required=True, help="port the pool listens on")
+    args = parser.parse_args(argv)
+    os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    from apache_beam.runners.worker import worker_pool_main
+
+    worker_pool_main.main([f"--service_port={args.port}"])
+
+
 def _signal_group(group: int, sig: int) -> bool:
     """Signal a process group; False when it no longer exists."""
     try:
@@ -125,3 +143,7 @@ def _signal_group(group: int, sig: int) -> bool:
         return True
     except ProcessLookupError:
         return False
+
+
+if __name__ == "__main__":
+    main()

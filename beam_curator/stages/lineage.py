@@ -55,11 +55,13 @@ def _as_list(result: StageResult) -> list:
     return list(result) if isinstance(result, (list, tuple)) else [result]
 
 
-def _child(task: Task, task_id: str, credits: Credits) -> Task:
+def _child(task: Task, task_id: str, credits: Credits, inherited: dict | None = None) -> Task:
     """A copy of ``task`` under a new id: returning the same object (or the same
-    object twice) must still give distinct lineage nodes."""
+    object twice) must still give distinct lineage nodes. The parent's
+    metadata (``inherited``) fills what the stage's result leaves out, so that
+    ``source_files`` survives a stage that builds a fresh task."""
     child = copy.copy(task)
-    child._metadata = dict(task._metadata)
+    child._metadata = {**(inherited or {}), **task._metadata}
     child.task_id = task_id
     child._credits = credits
     return child
@@ -85,7 +87,7 @@ def derive(parent: Task, result: StageResult, stage_name: str) -> StepOutcome:
             logger.warning("stage %s failed task %s: %s", stage_name, parent.task_id, item.reason or "no reason given")
             outcome.failed.append(item)
         else:
-            outcome.outputs.append(_child(item, f"{parent.task_id}_{position}", share))
+            outcome.outputs.append(_child(item, f"{parent.task_id}_{position}", share, parent._metadata))
     return outcome
 
 

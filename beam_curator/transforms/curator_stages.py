@@ -16,7 +16,7 @@ from beam_curator.checkpoint import CheckpointStore, open_store
 from beam_curator.checkpoint.files import check_partitions
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.base import flatten_stages
-from beam_curator.tasks import EmptyTask
+from beam_curator.tasks import EmptyTask, Task
 from beam_curator.transforms.resources import resource_hints
 from beam_curator.transforms.stage_dofns import BatchStageDoFn, SourceDoFn, StageDoFn
 from beam_curator.transforms.transform_stage import TransformStage, apply_transform_stage
@@ -49,11 +49,17 @@ def locate_source_and_sink(stages: list[ProcessingStage]) -> tuple[int, int]:
     return source, sink
 
 
+@beam.typehints.with_input_types(Task)
+@beam.typehints.with_output_types(Task)
 class CuratorStages(beam.PTransform):
     """Apply stages to a PBegin (the source gets the root task) or a PCollection of tasks.
 
     With ``checkpoint_path`` (or a ``store``), complete source partitions are
-    skipped and partitions are marked complete as they finish.
+    skipped and partitions are marked complete as they finish. With
+    ``progress_folder``, workers record their running totals there (see
+    :mod:`beam_curator.transforms.progress`). Its type hints
+    make a PCollection of anything but tasks an error when the pipeline is
+    built, not when a worker first meets an element.
     """
 
     def __init__(
@@ -64,12 +70,14 @@ class CuratorStages(beam.PTransform):
         store: CheckpointStore | None = None,
         map_size: int = 1 << 30,
         label_prefix: str = "",
+        progress_folder: str | None = None,
     ) -> None:
         super().__init__()
         self.stages = flatten_stages(list(stages))
         self.source, self.sink = locate_source_and_sink(self.stages)
         self.store = store if store is not None else (open_store(checkpoint_path, map_size) if checkpoint_path else None)
         self.label_prefix = label_prefix
+        self.progress_folder = progress_folder
 
     def _checked_snapshot(self) -> tuple[set[str], dict[str, dict]]:
         """Complete partitions whose recorded outputs are all still there, and
@@ -98,7 +106,9 @@ class CuratorStages(beam.PTransform):
         for index, stage in enumerate(self.stages):
             label = f"{self.label_prefix}{index:02d}-{stage.stage_name}"
             if index == self.source:
-                pcoll = pcoll | label >> beam.ParDo(SourceDoFn(stage, completed, started, self.store))
+                pcoll = pcoll | label >> beam.ParDo(
+                    SourceDoFn(stage, completed, started, self.store, self.progress_folder)
+                )
                 # Spread partitions over workers: the root is a single element.
                 pcoll = pcoll | f"{label}-Distribute" >> beam.Reshuffle()
                 continue
@@ -112,8 +122,8 @@ class CuratorStages(beam.PTransform):
                 pcoll = pcoll | f"{label}-Batch" >> beam.BatchElements(
                     min_batch_size=1, max_batch_size=stage.batch_size
                 )
-                dofn = BatchStageDoFn(stage, tracked, is_sink=index == self.sink)
+                dofn = BatchStageDoFn(stage, tracked, index == self.sink, self.progress_folder)
             else:
-                dofn = StageDoFn(stage, tracked, is_sink=index == self.sink)
+                dofn = StageDoFn(stage, tracked, index == self.sink, self.progress_folder)
             pcoll = pcoll | label >> beam.ParDo(dofn).with_resource_hints(**resource_hints(stage))
         return pcoll

@@ -19,7 +19,8 @@ from beam_curator.transforms.transform_stage import TransformStage
 
 
 class _TextListHandler(ModelHandler[list, np.ndarray, Any]):
-    """Adapts a handler of single texts to examples that are lists of texts."""
+    """Adapts a handler of single texts (returning ``PredictionResult``s) to
+    examples that are lists of texts, returning one (n, dim) array per list."""
 
     def __init__(self, text_handler: ModelHandler) -> None:
         super().__init__()
@@ -39,7 +40,8 @@ class _TextListHandler(ModelHandler[list, np.ndarray, Any]):
 
     def run_inference(self, batch: Sequence[list], model: Any, inference_args=None) -> Iterable[np.ndarray]:
         flat = [text for texts in batch for text in texts]
-        vectors = list(self.text_handler.run_inference(flat, model, inference_args)) if flat else []
+        results = list(self.text_handler.run_inference(flat, model, inference_args)) if flat else []
+        vectors = [result.inference for result in results]
         out, start = [], 0
         for texts in batch:
             out.append(np.asarray(vectors[start : start + len(texts)], dtype=np.float32).reshape(len(texts), -1))

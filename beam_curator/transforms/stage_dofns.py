@@ -10,7 +10,7 @@ until the end of a batch run.
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Iterator, Mapping
+from typing import Iterable, Iterator, List, Mapping
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -21,6 +21,7 @@ from beam_curator.stages import ProcessingStage
 from beam_curator.stages.lineage import StepOutcome, derive, derive_batch, derive_sources, source_key
 from beam_curator.stages.resources import Resources
 from beam_curator.tasks import Task
+from beam_curator.transforms.progress import ProgressRecorder
 
 logger = logging.getLogger(__name__)
 NAMESPACE = "beam_curator"
@@ -29,10 +30,15 @@ NAMESPACE = "beam_curator"
 class _StageDoFn(beam.DoFn):
     """Shared life cycle: stage set-up, counters, terminal-task reporting."""
 
-    def __init__(self, stage: ProcessingStage, store: CheckpointStore | None = None, is_sink: bool = False) -> None:
+    def __init__(
+        self, stage: ProcessingStage, store: CheckpointStore | None = None, is_sink: bool = False,
+        progress_folder: str | None = None,
+    ) -> None:
         self.stage = stage
         self.store = store
         self.is_sink = is_sink
+        self.progress_folder = progress_folder
+        self.progress: ProgressRecorder | None = None
         name = stage.stage_name
         self.filtered = Metrics.counter(NAMESPACE, f"{name}.filtered")
         self.failed = Metrics.counter(NAMESPACE, f"{name}.failed")
@@ -44,14 +50,20 @@ class _StageDoFn(beam.DoFn):
     def setup(self) -> None:
         if Resources.of(self.stage.resources).requires_gpu:
             pin_worker_gpu()
+        if self.progress_folder:
+            self.progress = ProgressRecorder.for_folder(self.progress_folder)
         self.stage.setup()
 
     def finish_bundle(self) -> None:
         if self.store is not None:
             self.store.flush()
+        if self.progress is not None:
+            self.progress.write()
 
     def teardown(self) -> None:
         self.finish_bundle()
+        if self.progress is not None:
+            self.progress.write(force=True)
         self.stage.teardown()
 
     def _terminal(self, task: Task, written: list | None = None) -> None:
@@ -59,14 +71,20 @@ class _StageDoFn(beam.DoFn):
             return
         for source in self.store.record(task.task_id, task._credits, written):
             self.completed.inc()
-            logger.info("partition %s complete", source)
+            if self.progress is not None:
+                self.progress.partition("completed")
+            inputs = task._metadata.get("source_files")
+            logger.debug("partition %s complete%s", source, f" ({', '.join(inputs)})" if inputs else "")
 
     def _emit(self, outcome: StepOutcome, inputs: list[Task]) -> Iterator[Task]:
-        self.items_in.inc(sum(task.num_items for task in inputs))
-        self.items_out.inc(sum(task.num_items for task in outcome.outputs))
+        items_in, items_out = sum(task.num_items for task in inputs), sum(task.num_items for task in outcome.outputs)
+        self.items_in.inc(items_in)
+        self.items_out.inc(items_out)
         self.filtered.inc(len(outcome.filtered))
         self.failed.inc(len(outcome.failed))
         self.emitted.inc(len(outcome.outputs))
+        if self.progress is not None:
+            self.progress.stage(self.stage.stage_name, len(inputs), items_in, items_out)
         for task in outcome.filtered:
             self._terminal(task)
         for task in outcome.outputs:
@@ -76,11 +94,17 @@ class _StageDoFn(beam.DoFn):
             yield task
 
 
+@beam.typehints.with_input_types(Task)
+@beam.typehints.with_output_types(Task)
 class StageDoFn(_StageDoFn):
+    """Runs a stage's ``process`` on each task."""
+
     def process(self, task: Task) -> Iterator[Task]:
         yield from self._emit(derive(task, self.stage.process(task), self.stage.stage_name), [task])
 
 
+@beam.typehints.with_input_types(List[Task])
+@beam.typehints.with_output_types(Task)
 class BatchStageDoFn(_StageDoFn):
     """For stages with ``process_batch``; elements arrive as lists from BatchElements."""
 
@@ -88,6 +112,8 @@ class BatchStageDoFn(_StageDoFn):
         yield from self._emit(derive_batch(tasks, self.stage.process_batch(tasks), self.stage.stage_name), tasks)
 
 
+@beam.typehints.with_input_types(Task)
+@beam.typehints.with_output_types(Task)
 class SourceDoFn(_StageDoFn):
     """Runs the source stage, names its partitions and drops the complete ones,
     so finished work is never read again.
@@ -105,8 +131,9 @@ class SourceDoFn(_StageDoFn):
         completed: Iterable[str],
         started: Mapping[str, dict] | None = None,
         store: CheckpointStore | None = None,
+        progress_folder: str | None = None,
     ) -> None:
-        super().__init__(stage)
+        super().__init__(stage, progress_folder=progress_folder)
         self.done = frozenset(completed)
         self.started = {key: record["files"] for key, record in (started or {}).items() if key in self.done}
         self.inputs_store = store
@@ -127,7 +154,10 @@ class SourceDoFn(_StageDoFn):
                 self.inputs_store.flush()
         self.skipped.inc(skipped)
         self.pending.inc(len(pending))
-        logger.info(
+        if self.progress is not None:
+            self.progress.partition("pending", len(pending))
+            self.progress.partition("skipped", skipped)
+        logger.debug(
             "stage %s: %d partitions pending, %d skipped as complete",
             self.stage.stage_name, len(pending), skipped,
         )

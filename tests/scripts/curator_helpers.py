@@ -15,6 +15,7 @@ from pathlib import Path
 from beam_curator import Pipeline
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io import JsonlReader, JsonlWriter
+from beam_curator.stages.io.writer import output_name
 from beam_curator.tasks import DocumentBatch, FileGroupTask
 
 SCRIPTS_DIR = Path(__file__).resolve().parent
@@ -41,6 +42,13 @@ def write_corpus(folder: Path, files: int, rows_per_file: int = 3) -> Path:
 def source_id(paths: list[str | Path]) -> str:
     """The lineage id a one-file-group source partition gets."""
     return f"0_{FileGroupTask(data=[str(p) for p in paths]).get_deterministic_id()}"
+
+
+def written_file(folder: Path, input_file: Path, lineage: str = "_0") -> Path:
+    """Where a writer puts the records of ``input_file`` whose lineage id is the
+    file's source id plus ``lineage`` (``_0``: the writer follows the reader)."""
+    task = DocumentBatch(task_id=f"{source_id([input_file])}{lineage}", _metadata={"source_files": [str(input_file)]})
+    return folder / f"{output_name(task)}.jsonl"
 
 
 def canonical(rows: list[dict]) -> list[dict]:

@@ -9,9 +9,10 @@ Usage: ``semdedup_resume_run.py EMBEDDINGS OUTPUT CACHE [ROWS_PER_RANGE]``.
 from __future__ import annotations
 
 import json
-import logging
+
 import sys
 
+from beam_curator.logs import configure_logging
 from beam_curator.workflows import SemanticDeduplicationWorkflow
 from beam_curator.workflows.semantic import grouping
 
@@ -27,8 +28,7 @@ def workflow(embeddings: str, output_path: str, cache_path: str) -> SemanticDedu
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", force=True)
-    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    configure_logging()
     if len(sys.argv) > 4:
         grouping._ROWS_PER_RANGE = int(sys.argv[4])
     print(json.dumps(workflow(*sys.argv[1:4]).run().metadata, default=str))

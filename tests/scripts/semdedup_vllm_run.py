@@ -8,15 +8,15 @@ Usage: ``semdedup_vllm_run.py INPUT OUTPUT CACHE``; prints ``METADATA <json>``.
 from __future__ import annotations
 
 import json
-import logging
+
 import sys
 
+from beam_curator.logs import configure_logging
 from beam_curator.workflows import TextSemanticDeduplicationWorkflow
 
 
 def main(input_path: str, output_path: str, cache_path: str) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", force=True)
-    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    configure_logging()
     result = TextSemanticDeduplicationWorkflow(
         input_path, output_path, cache_path, id_field="doc_id", embedding_backend="vllm", input_filetype="jsonl", output_filetype="jsonl",
         embedding_vllm_init_kwargs={"gpu_memory_utilization": 0.05}, embedding_max_tokens=128, embedding_pretokenize=True,

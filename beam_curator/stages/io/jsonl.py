@@ -53,7 +53,11 @@ class JsonlReaderStage(FileReaderStage):
             return record
         missing = [name for name in self.fields if record.get(name) is None]
         if missing:
-            self.bad_record(path, where, f"missing field(s) {', '.join(missing)}")
+            present = ", ".join(name for name, value in record.items() if value is not None) or "none"
+            self.bad_record(
+                path, where, f"missing field(s) {', '.join(missing)} (the record has: {present}); "
+                "if no record has it, the field name is wrong",
+            )
             return None
         return {name: record[name] for name in self.fields}
 

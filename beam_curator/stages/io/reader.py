@@ -51,7 +51,8 @@ class FileReaderStage(ProcessingStage):
         message = f"{path}, {where}: {problem}"
         if self.on_bad_record == "raise":
             raise CuratorInputError(
-                f"{message}. Fix or remove it, or read with on_bad_record='skip' to drop such records"
+                f"{message}. Fix or remove the record, or read with on_bad_record='skip' "
+                "(beam-curator: --on-bad-record skip) to drop and count such records"
             )
         logger.warning("skipping bad record in %s", message)
 

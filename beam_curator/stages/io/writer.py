@@ -1,14 +1,18 @@
 """Replay-safe file sinks.
 
-Each task becomes one file named after its lineage id, written under a
-temporary name and renamed into place. A replayed partition therefore
-overwrites its own files instead of adding duplicates, and a reader never
-sees half a file. Beam's own file sinks finalise only at the end of a run,
+Each task becomes one file, written under a temporary name and renamed into
+place. Its name, ``<input-stem>-<short-id>.<ext>``, is a function of the
+task alone: the stem of the first input file it was read from (so a user
+sees which input an output came from) and 16 hex digits of a hash of its
+lineage id (so names are unique). A replayed partition therefore overwrites
+its own files instead of adding duplicates, and a reader never sees half a
+file. Beam's own file sinks finalise only at the end of a run,
 which would leave nothing durable to checkpoint against.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from abc import abstractmethod
@@ -19,11 +23,11 @@ import pyarrow as pa
 from fsspec.implementations.local import LocalFileSystem
 
 from beam_curator.stages.base import ProcessingStage
-from beam_curator.tasks import DocumentBatch, FileGroupTask
+from beam_curator.tasks import DocumentBatch, FileGroupTask, Task
 
 
 class FileWriterStage(ProcessingStage):
-    """Writes each DocumentBatch to ``<path>/<task_id>.<extension>``; returns the file as a FileGroupTask.
+    """Writes each DocumentBatch to ``<path>/<file_stem(task)>.<extension>``; returns the file as a FileGroupTask.
 
     The result's ``_metadata["written"]`` records the file (name relative to
     ``path``, bytes, records): the checkpoint keeps it with the partition's
@@ -41,9 +45,9 @@ class FileWriterStage(ProcessingStage):
         """Write the table's records to an open binary file."""
 
     def file_stem(self, task: DocumentBatch) -> str:
-        """The file's name without extension: the task id, the same on every
-        replay of the task, so that a replay overwrites instead of duplicating."""
-        return task.task_id
+        """The file's name without extension (``output_name``): the same on
+        every replay of the task, so that a replay overwrites instead of duplicating."""
+        return output_name(task)
 
     def process(self, task: DocumentBatch) -> FileGroupTask:
         table = task.to_pyarrow()
@@ -54,6 +58,21 @@ class FileWriterStage(ProcessingStage):
         result = FileGroupTask(dataset_name=task.dataset_name, data=[f"{self.path}/{name}"])
         result._metadata = {**task._metadata, "num_records": table.num_rows, "written": [[name, size, table.num_rows]]}
         return result
+
+
+def output_name(task: Task) -> str:
+    """``<stem>-<short-id>``: the stem of the task's first source file (``part``
+    when it has none) and a hash of its lineage id, which is what keeps the
+    name unique and the same on every replay."""
+    sources = task._metadata.get("source_files") or []
+    stem = _stem(sources[0]) if sources else "part"
+    return f"{stem}-{hashlib.sha256(task.task_id.encode()).hexdigest()[:16]}"
+
+
+def _stem(path: str) -> str:
+    """``a/b/deb-00.jsonl.gz`` -> ``deb-00``."""
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    return name.split(".", 1)[0] or name
 
 
 def write_atomically(url: str, write: Callable[[BinaryIO], object]) -> int:

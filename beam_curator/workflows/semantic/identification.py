@@ -64,9 +64,10 @@ def best_scores(pairwise_results: str, which_to_keep: str) -> pd.Series:
 def eps_table(scores: pd.Series, grid: tuple[float, ...] = EPS_GRID) -> pd.DataFrame:
     """How many documents each eps would remove."""
     values = scores.to_numpy()
-    rows = [{"eps": eps, "threshold": 1 - eps, "duplicates": int((values >= 1 - eps).sum())} for eps in grid]
+    # Thresholds are rounded so that the table reads 0.93, not 0.9299999999999999.
+    rows = [{"eps": eps, "threshold": round(1 - eps, 10), "duplicates": int((values >= 1 - eps).sum())} for eps in grid]
     frame = pd.DataFrame(rows)
-    frame["share"] = frame["duplicates"] / max(len(values), 1)
+    frame["share"] = (frame["duplicates"] / max(len(values), 1)).round(6)
     return frame
 
 

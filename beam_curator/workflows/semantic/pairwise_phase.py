@@ -47,9 +47,10 @@ class ListClustersStage(ProcessingStage):
 
     def process(self, task: Task) -> list[ClusterTask]:
         fs, path = fsspec.core.url_to_fs(self.by_center)
-        folders = fs.glob(f"{path}/{MEMBERS_KEY}=*")
-        clusters = sorted(int(folder.rsplit("=", 1)[1]) for folder in folders)
-        return [ClusterTask(dataset_name="clusters", data=cluster) for cluster in clusters]
+        folders = {int(folder.rsplit("=", 1)[1]): folder for folder in fs.glob(f"{path}/{MEMBERS_KEY}=*")}
+        # The cluster's folder is the partition's input, which the logs name.
+        return [ClusterTask(dataset_name="clusters", data=cluster, _metadata={"source_files": [folders[cluster]]})
+                for cluster in sorted(folders)]
 
 
 @dataclass

@@ -16,10 +16,15 @@ from typing import Any
 
 import fsspec
 
+from beam_curator.pipeline import Pipeline
 from beam_curator.runners.options import SETTINGS, runner_args
 from beam_curator.stages.arguments import refuse_unknown
 
-RUNNER_SETTINGS = frozenset().union(*SETTINGS.values())
+# The runner presets' settings, and the options of ``Pipeline.run`` itself (progress, worker start-up).
+RUNNER_SETTINGS = frozenset().union(*SETTINGS.values(), [
+    parameter.name for parameter in inspect.signature(Pipeline.run).parameters.values()
+    if parameter.kind is inspect.Parameter.KEYWORD_ONLY and parameter.name != "beam_args"
+])
 
 
 def pick(owner: str, default: Any, **named: Any) -> Any:
@@ -38,7 +43,8 @@ def check_runner_settings(workflow: object, runner: str | None, settings: dict[s
     named = [p.name for p in parameters if p.name != "self" and p.kind is not inspect.Parameter.VAR_KEYWORD]
     refuse_unknown(settings, [*named, *RUNNER_SETTINGS], type(workflow).__name__)
     if runner:
-        runner_args(runner, **settings)  # type: ignore[arg-type]
+        pipeline_options = RUNNER_SETTINGS - frozenset().union(*SETTINGS.values())
+        runner_args(runner, **{k: v for k, v in settings.items() if k not in pipeline_options})  # type: ignore[arg-type]
 
 
 def check_cache_path(owner: str, cache_path: object, nemo_argument: str, nemo_values: tuple[str, ...] = ()) -> None:

@@ -84,7 +84,7 @@ def count_records(path: str, filetype: str, enough: float = float("inf")) -> int
 
 def id_reading_stages(
     input_path: str | list[str], input_filetype: str, files_per_partition: int, id_field: str | None,
-    cache_path: str, fields: list[str] | None = None, fingerprint: str | None = "stat",
+    cache_path: str, fields: list[str] | None = None, fingerprint: str | None = "stat", on_bad_record: str = "raise",
 ) -> tuple[list[ProcessingStage], str]:
     """Reader plus id assignment, identical wherever the same data is read again.
 
@@ -93,7 +93,7 @@ def id_reading_stages(
     reader_class, _ = file_formats(input_filetype)
     numbers = FileRegistry(cache_path).register(input_path, reader_class.extensions) if id_field is None else {}
     reader = reader_class(
-        input_path, files_per_partition=files_per_partition, fields=fields,
+        input_path, files_per_partition=files_per_partition, fields=fields, on_bad_record=on_bad_record,
         file_column=FILE_COLUMN if id_field is None else None, row_column=ROW_COLUMN if id_field is None else None,
         fingerprint=fingerprint,
     )
@@ -139,6 +139,7 @@ class TextDuplicatesRemovalWorkflow:
         output_kwargs: dict[str, Any] | None = None,
         input_fingerprint: str = "stat",
         runner: str | None = "local",
+        on_bad_record: str = "raise",
         beam_args: list[str] | None = None,
         **runner_settings: object,
     ) -> None:
@@ -171,6 +172,7 @@ class TextDuplicatesRemovalWorkflow:
         self.duplicate_id_field = duplicate_id_field
         self.files_per_partition = files_per_partition
         self.input_fingerprint = check_mode(input_fingerprint) or "stat"
+        self.on_bad_record = on_bad_record
         self.book = PhaseBook(
             f"{self.cache_path}/checkpoints/phases", BeamSettings(runner, list(beam_args or []), runner_settings),
             {"cache": self.cache_path, "output": self.output_path},
@@ -183,14 +185,14 @@ class TextDuplicatesRemovalWorkflow:
         return {"documents_in": sum(count_records(path, self.input_filetype) for path in paths)}
 
     def run(self) -> dict[str, Any]:
-        """Returns ``documents_kept``, ``num_duplicates_removed``, ``final_output_path`` and ``removal_time``."""
+        """Returns ``num_documents_kept``, ``num_duplicates_removed``, ``final_output_path`` and ``removal_time``."""
         started = time.monotonic()
         _, writer_class = file_formats(self.output_filetype)
         # NeMo's input_fields: the columns to read and keep, the id column always among them.
         fields = list(dict.fromkeys([*self.input_fields, *filter(None, [self.id_field])])) if self.input_fields else None
         stages, id_column = id_reading_stages(
             self.input_path, self.input_filetype, self.files_per_partition, self.id_field, self.cache_path, fields,
-            fingerprint=self.input_fingerprint,
+            fingerprint=self.input_fingerprint, on_bad_record=self.on_bad_record,
         )
         settings = [
             ids_digest(self.ids_to_remove_path, self.duplicate_id_field), self.id_field, self.output_filetype,
@@ -203,7 +205,7 @@ class TextDuplicatesRemovalWorkflow:
             writer_class(self.output_path, fields=self.output_fields),
         ], f"{self.cache_path}/checkpoints/removal", settings, self.output_path, self._documents_in)
         return {
-            "documents_kept": details["rows"],
+            "num_documents_kept": details["rows"],
             "num_duplicates_removed": details["documents_in"] - details["rows"],
             "final_output_path": self.output_path,
             "removal_time": time.monotonic() - started,

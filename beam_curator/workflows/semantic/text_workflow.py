@@ -54,6 +54,7 @@ class TextSemanticDeduplicationWorkflow:
         text_field: str = "text",
         id_field: str | None = None,
         embedding_field: str = "embeddings",
+        on_bad_record: str = "raise",
         model_identifier: str = DEFAULT_MODEL,
         embedding_backend: str = "auto",
         embedding_pretokenize: bool = False,
@@ -137,6 +138,7 @@ class TextSemanticDeduplicationWorkflow:
         self.files_per_partition = pick(owner, 1, files_per_partition=files_per_partition,
                                         input_files_per_partition=input_files_per_partition)
         self.input_fingerprint = check_mode(input_fingerprint) or "stat"
+        self.on_bad_record = on_bad_record
         self.perform_removal = perform_removal
         embedding_vllm_init_kwargs = pick(owner, None, embedding_vllm_init_kwargs=embedding_vllm_init_kwargs,
                                           vllm_init_kwargs=vllm_init_kwargs)
@@ -194,16 +196,21 @@ class TextSemanticDeduplicationWorkflow:
             removal = TextDuplicatesRemovalWorkflow(
                 self.input_path, self.semantic.layout.duplicates, self.semantic.layout.deduplicated, self.cache_path,
                 self.input_filetype, self.output_filetype, self.id_field, "id", self.files_per_partition,
-                output_fields=self.output_fields, input_fingerprint=self.input_fingerprint, **self.runner,
+                output_fields=self.output_fields, input_fingerprint=self.input_fingerprint,
+                on_bad_record=self.on_bad_record, **self.runner,
             ).run()
             metadata.update(removal)
         metadata.setdefault("removal_time", 0.0)
         metadata["total_time"] = time.monotonic() - started
-        logger.info(
-            "semantic dedup finished in %.1f s: %s documents, %s duplicates, %s removed, output %s",
-            metadata["total_time"], metadata["num_documents"], metadata.get("num_duplicates"),
-            metadata.get("num_duplicates_removed"), metadata["final_output_path"],
-        )
+        if self.semantic.eps is None:
+            logger.info("semantic dedup scored %d documents in %.1f s; choose eps from %s",
+                        metadata["num_documents"], metadata["total_time"], metadata.get("analysis_path"))
+        else:
+            logger.info(
+                "semantic dedup finished in %.1f s: %s documents, %s duplicates, %s removed, output %s",
+                metadata["total_time"], metadata["num_documents"], metadata.get("num_duplicates"),
+                metadata.get("num_duplicates_removed"), metadata["final_output_path"],
+            )
         return WorkflowResult(metadata)
 
     def _vector_settings(self) -> list:
@@ -219,7 +226,8 @@ class TextSemanticDeduplicationWorkflow:
         everything again."""
         fields = [self.text_field] + ([self.id_field] if self.id_field else []) + self.metadata_fields
         reading, id_column = id_reading_stages(
-            self.input_path, self.input_filetype, 1, self.id_field, self.cache_path, fields, self.input_fingerprint
+            self.input_path, self.input_filetype, 1, self.id_field, self.cache_path, fields, self.input_fingerprint,
+            self.on_bad_record,
         )
         settings = dict(self.embedding)
         handler = make_embedding_handler(settings.pop("backend"), settings.pop("model_identifier"),

@@ -1,0 +1,227 @@
+"""Live progress of a run, from workers in any process to the terminal of the driver.
+
+Beam's metrics reach the driver only when a run ends, and SDK workers of
+the multi-process and portable runners share no memory with it. So every
+worker process keeps running totals (tasks and documents per stage,
+partitions pending, skipped and completed) and rewrites one small JSON file,
+``<folder>/<host>-<pid>.json``, at most once a second; the driver polls the
+folder in a thread and draws a bar: documents through the sink, an estimate
+of the total (documents per partition read so far times the partitions
+pending), rate, time left, and partitions done / pending. The folder lives in
+the checkpoint folder, which every worker can already reach, or in a local
+temporary folder for runs without one.
+
+The same files tell the driver that workers have started at all: a portable
+run whose SDK workers never start would otherwise wait forever.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import fsspec
+
+from beam_curator.stages.io.writer import write_atomically
+
+logger = logging.getLogger(__name__)
+PROGRESS_DIR = ".beam_curator_progress"
+_WRITE_EVERY_S = 1.0
+
+
+class ProgressRecorder:
+    """One worker process's running totals for one run (shared by its DoFns)."""
+
+    _by_folder: dict[str, "ProgressRecorder"] = {}
+    _registry_lock = threading.Lock()
+
+    def __init__(self, folder: str) -> None:
+        self.url = f"{folder}/{socket.gethostname()}-{os.getpid()}.json"
+        self.stages: dict[str, dict[str, int]] = {}
+        self.partitions = {"pending": 0, "skipped": 0, "completed": 0}
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._written = 0.0
+        self._broken = False
+
+    @classmethod
+    def for_folder(cls, folder: str) -> "ProgressRecorder":
+        """The recorder of this process for ``folder``; announces the process on first use."""
+        with cls._registry_lock:
+            recorder = cls._by_folder.get(folder)
+            if recorder is None or not recorder.url.endswith(f"-{os.getpid()}.json"):  # new, or inherited by a fork
+                recorder = cls._by_folder[folder] = cls(folder)
+                recorder.write(force=True)
+            return recorder
+
+    def stage(self, name: str, tasks: int, items_in: int, items_out: int) -> None:
+        with self._lock:
+            totals = self.stages.setdefault(name, {"tasks": 0, "items_in": 0, "items_out": 0})
+            totals["tasks"] += tasks
+            totals["items_in"] += items_in
+            totals["items_out"] += items_out
+        self.write()
+
+    def partition(self, kind: str, count: int = 1) -> None:
+        with self._lock:
+            self.partitions[kind] += count
+        self.write()
+
+    def write(self, force: bool = False) -> None:
+        """Rewrite the file if a second has passed (or ``force``). Progress is
+        best effort: a folder the worker cannot write must not fail the run."""
+        now = time.monotonic()
+        if self._broken or (not force and now - self._written < _WRITE_EVERY_S):
+            return
+        with self._write_lock:  # threads of one worker take turns; a late one writes newer totals
+            self._written = now
+            with self._lock:
+                payload = json.dumps({"stages": self.stages, "partitions": self.partitions}).encode()
+            try:
+                write_atomically(self.url, lambda handle: handle.write(payload))
+            except OSError as error:
+                self._broken = True
+                logger.debug("progress cannot be recorded in %s: %s", self.url, error)
+
+
+@dataclass
+class Snapshot:
+    """Totals over every worker process of a run."""
+
+    workers: int = 0
+    stages: dict[str, dict[str, int]] = field(default_factory=dict)
+    partitions: dict[str, int] = field(default_factory=lambda: {"pending": 0, "skipped": 0, "completed": 0})
+
+    def stage(self, name: str) -> dict[str, int]:
+        return self.stages.get(name, {"tasks": 0, "items_in": 0, "items_out": 0})
+
+
+def read_progress(folder: str) -> Snapshot:
+    """Sum the files of every worker process (a file being replaced is skipped)."""
+    fs, path = fsspec.core.url_to_fs(folder)
+    snapshot = Snapshot()
+    try:
+        files = [name for name in fs.ls(path, detail=False)
+                 if name.endswith(".json") and not name.rsplit("/", 1)[-1].startswith(".")]  # not a file being written
+    except FileNotFoundError:
+        return snapshot
+    for name in files:
+        try:
+            with fs.open(name, "r") as handle:
+                record: dict[str, Any] = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        snapshot.workers += 1
+        for stage, totals in record.get("stages", {}).items():
+            summed = snapshot.stages.setdefault(stage, {"tasks": 0, "items_in": 0, "items_out": 0})
+            for key, value in totals.items():
+                summed[key] = summed.get(key, 0) + value
+        for kind, value in record.get("partitions", {}).items():
+            snapshot.partitions[kind] = snapshot.partitions.get(kind, 0) + value
+    return snapshot
+
+
+def forget_progress(folder: str) -> None:
+    """Remove a finished run's progress files (best effort, like recording them)."""
+    fs, path = fsspec.core.url_to_fs(folder)
+    try:
+        fs.rm(path, recursive=True)
+    except OSError as error:
+        logger.debug("could not remove progress folder %s: %s", folder, error)
+
+
+class WorkersDidNotStartError(RuntimeError):
+    """No SDK worker reported within the start-up timeout."""
+
+
+class ProgressWatcher:
+    """Polls a run's progress folder in a thread and draws its bar.
+
+    ``first_stage`` is the stage right after the source (its documents per
+    partition give the estimate of the total), ``sink`` the stage whose
+    documents count as done. With ``start_timeout``, ``stalled`` turns True
+    if no worker process has reported by then.
+    """
+
+    def __init__(
+        self,
+        folder: str,
+        title: str,
+        first_stage: str,
+        sink: str,
+        show: bool,
+        stream: IO[str] | None = None,
+        start_timeout: float | None = None,
+    ) -> None:
+        self.folder = folder
+        self.title = title
+        self.first_stage = first_stage
+        self.sink = sink
+        self.show = show
+        self.stream = stream
+        self.start_timeout = start_timeout
+        self.stalled = False
+        self.poll_s = 1.0 if fsspec.core.url_to_fs(folder)[0].protocol in ("file", ("file", "local")) else 5.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"progress-{title}", daemon=True)
+        self._bar = None
+
+    def __enter__(self) -> "ProgressWatcher":
+        if self.show:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(desc=self.title, unit="doc", file=self.stream, dynamic_ncols=True, leave=True,
+                             disable=None if self.stream is None else False)
+        self._started = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.update(read_progress(self.folder), final=exc[0] is None)
+        if self._bar is not None:
+            self._bar.close()
+
+    def logging_redirected(self):
+        """A context in which log lines print above the bar instead of through it."""
+        if self._bar is None or self._bar.disable:
+            return nullcontext()
+        from tqdm.contrib.logging import logging_redirect_tqdm
+
+        return logging_redirect_tqdm()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            snapshot = read_progress(self.folder)
+            self.update(snapshot)
+            late = self.start_timeout is not None and time.monotonic() - self._started > self.start_timeout
+            if late and snapshot.workers == 0:
+                self.stalled = True
+
+    def update(self, snapshot: Snapshot, final: bool = False) -> None:
+        if self._bar is None:
+            return
+        done = snapshot.stage(self.sink)["items_in"]
+        read = snapshot.stage(self.first_stage)
+        pending = snapshot.partitions["pending"]
+        if final:
+            self._bar.total = done
+        elif read["tasks"] and pending:
+            estimate = read["items_out"] * pending // read["tasks"] if read["tasks"] < pending else read["items_out"]
+            self._bar.total = max(estimate, done)
+        self._bar.update(done - self._bar.n)
+        skipped = snapshot.partitions["skipped"]
+        if snapshot.workers == 0:
+            status = "starting workers"
+        else:
+            status = f"partitions {snapshot.partitions['completed']}/{pending}"
+            status += f", {skipped} already complete" if skipped else ""
+        self._bar.set_postfix_str(status, refresh=True)

@@ -1,0 +1,146 @@
+"""Live progress and worker start-up, with workers in the driver, in local
+processes and behind an EXTERNAL worker pool.
+
+Workers share no memory with the driver, so what they record must arrive
+through the progress folder; a pool that cannot start workers must turn into
+an error naming the fix, not a run that waits forever.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import apache_beam as beam
+import pytest
+from apache_beam.typehints.decorators import TypeCheckError
+
+from beam_curator import Pipeline
+from beam_curator.data import sample_corpus_path
+from beam_curator.runners import WorkerPool, free_port, pipeline_options
+from beam_curator.stages.io import JsonlReader, JsonlWriter
+from beam_curator.transforms import CuratorStages
+from beam_curator.transforms.progress import ProgressRecorder, ProgressWatcher, WorkersDidNotStartError, read_progress
+
+SAMPLE_DOCUMENTS, SAMPLE_FILES = 614, 6
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runner", ["local", "local-multiprocess", "portable-external"])
+def test_workers_in_any_process_report_documents_and_partitions(
+    runner: str, tmp_path: Path, worker_pool: WorkerPool,
+) -> None:
+    settings = {"local": {}, "local-multiprocess": {"num_workers": 2}, "portable-external": worker_pool.settings()}
+    folder = str(tmp_path / "progress")
+    stages = [JsonlReader(sample_corpus_path()), JsonlWriter(str(tmp_path / "out"))]
+    options = pipeline_options(runner.split("-external")[0], **settings[runner])
+    with beam.Pipeline(options=options) as p:
+        _ = p | CuratorStages(stages, str(tmp_path / "ckpt"), progress_folder=folder)
+    snapshot = read_progress(folder)
+    assert snapshot.workers >= 1
+    if runner != "local":
+        assert str(os.getpid()) not in " ".join(os.listdir(folder)), "recorded by the worker processes"
+    assert snapshot.partitions == {"pending": SAMPLE_FILES, "skipped": 0, "completed": SAMPLE_FILES}
+    reader = snapshot.stage("jsonl_reader")
+    assert (reader["tasks"], reader["items_out"]) == (SAMPLE_FILES, SAMPLE_DOCUMENTS)
+    assert snapshot.stage("jsonl_writer")["items_in"] == SAMPLE_DOCUMENTS
+
+
+def test_the_bar_shows_documents_an_estimated_total_rate_and_partitions(tmp_path: Path) -> None:
+    folder = str(tmp_path / "progress")
+    recorder = ProgressRecorder.for_folder(folder)
+    recorder.partition("pending", 4)
+    recorder.partition("skipped", 1)
+    stream = io.StringIO()
+    with ProgressWatcher(folder, "embedding", "reader", "writer", show=True, stream=stream) as watcher:
+        recorder.stage("reader", tasks=2, items_in=0, items_out=200)
+        recorder.stage("writer", tasks=1, items_in=150, items_out=1)
+        recorder.partition("completed")
+        recorder.write(force=True)
+        watcher.update(read_progress(folder))
+        live = stream.getvalue().split("\r")[-1]
+        # 200 documents in the 2 partitions read so far: about 400 in all 4.
+        assert "150/400" in live and "doc/s" in live and "partitions 1/4, 1 already complete" in live, live
+    assert "150/150" in stream.getvalue().split("\r")[-1], "the final line shows the real total"
+
+
+def test_pipeline_run_leaves_no_progress_files(tmp_path: Path) -> None:
+    Pipeline("copy", stages=[JsonlReader(sample_corpus_path()), JsonlWriter(str(tmp_path / "out"))]).run(
+        str(tmp_path / "ckpt"), progress=False,
+    )
+    assert not list((tmp_path / "ckpt" / ".beam_curator_progress").iterdir())
+
+
+def test_a_pcollection_of_strings_fails_when_the_pipeline_is_built(tmp_path: Path) -> None:
+    pipeline = beam.Pipeline(options=pipeline_options("local"))
+    with pytest.raises(TypeCheckError, match="CuratorStages: expected .*Task.*, got <class 'str'>"):
+        _ = pipeline | beam.Create(["a text"]) | CuratorStages([JsonlWriter(str(tmp_path / "out"))])
+
+
+@pytest.fixture
+def python_without_beam(tmp_path: Path) -> str:
+    """A folder whose ``python`` cannot run Beam, as on a PATH without the venv."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    fake = folder / "python"
+    fake.write_text("#!/bin/sh\necho 'no apache_beam here' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    return str(folder)
+
+
+def start_pool(module: str, port: int, path_first: str) -> subprocess.Popen:
+    env = dict(os.environ, PATH=os.pathsep.join([path_first, os.environ["PATH"]]))
+    port_flag = f"--port={port}" if module == "beam_curator.runners.worker_pool" else f"--service_port={port}"
+    pool = subprocess.Popen([sys.executable, "-m", module, port_flag], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("localhost", port), timeout=1).close()
+            return pool
+        except OSError:
+            time.sleep(0.2)
+    raise TimeoutError(f"{module} did not listen on {port}")
+
+
+@pytest.fixture
+def pools() -> Iterator[list[subprocess.Popen]]:
+    started: list[subprocess.Popen] = []
+    yield started
+    for pool in started:
+        os.killpg(pool.pid, signal.SIGKILL)
+        pool.wait()
+
+
+def copy_through_pool(tmp_path: Path, module: str, python_dir: str, pools: list[subprocess.Popen], timeout: float):
+    """Copy the sample through a pool started by ``python -m module`` with ``python_dir`` first on PATH."""
+    port = free_port()
+    pools.append(start_pool(module, port, python_dir))
+    copy = Pipeline("copy", stages=[JsonlReader(sample_corpus_path()), JsonlWriter(str(tmp_path / "out"))])
+    return copy.run(str(tmp_path / "ckpt"), "portable", environment_type="EXTERNAL",
+                    environment_config=f"localhost:{port}", worker_start_timeout=timeout)
+
+
+@pytest.mark.slow
+def test_a_pool_whose_workers_cannot_start_fails_fast_with_the_fix(
+    tmp_path: Path, python_without_beam: str, pools: list[subprocess.Popen],
+) -> None:
+    started = time.monotonic()
+    with pytest.raises(WorkersDidNotStartError, match=r"within 10 s .*python -m beam_curator.runners.worker_pool"):
+        copy_through_pool(tmp_path, "apache_beam.runners.worker.worker_pool_main", python_without_beam, pools, 10)
+    assert time.monotonic() - started < 60
+
+
+@pytest.mark.slow
+def test_our_pool_runs_workers_with_its_own_interpreter(
+    tmp_path: Path, python_without_beam: str, pools: list[subprocess.Popen],
+) -> None:
+    summary = copy_through_pool(tmp_path, "beam_curator.runners.worker_pool", python_without_beam, pools, 60)
+    assert summary.partitions_completed == SAMPLE_FILES
