@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from beam_curator.checkpoint import METADATA_DIR, open_store
+from beam_curator.checkpoint import open_store
 from beam_curator.runners import WorkerPool
 from beam_curator.workflows import TextSemanticDeduplicationWorkflow
 from stages_for_tests import writer_pids
@@ -51,7 +51,7 @@ def run(tmp_path: Path, **runner: object) -> dict:
 def phase_checkpoint(cache: Path, phase: str) -> Path:
     """A phase's checkpoint folder; phases that follow their inputs keep one per settings."""
     folder = cache / "checkpoints" / phase
-    per_settings = [child for child in folder.iterdir() if child.is_dir() and child.name != METADATA_DIR]
+    per_settings = [child for child in folder.iterdir() if child.is_dir() and not child.name.startswith(".")]
     return per_settings[0] if len(per_settings) == 1 else folder
 
 
