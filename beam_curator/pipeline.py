@@ -10,8 +10,10 @@ import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 
 from beam_curator.runners import pipeline_options
+from beam_curator.runners.dask import is_dask, run_on_dask
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.base import flatten_stages
+from beam_curator.stages.lineage import source_key
 from beam_curator.transforms import CuratorStages, locate_source_and_sink
 from beam_curator.transforms.stage_dofns import NAMESPACE
 
@@ -20,12 +22,13 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class RunSummary:
-    """What a run did, read from Beam's metrics."""
+    """What a run did, read from Beam's metrics (on Dask, counted in the driver: no task counters)."""
 
     partitions_pending: int = 0
     partitions_skipped: int = 0
     partitions_completed: int = 0
     partitions_changed: int = 0
+    partitions_incomplete: int = 0  # pending but not marked complete after the run (runners without metrics)
     counters: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -39,8 +42,9 @@ class RunSummary:
         )
         return (
             f"{self.partitions_pending} partitions pending, {self.partitions_skipped} skipped as complete{changed}, "
-            f"{self.partitions_completed} completed this run, {self.tasks_failed} tasks failed "
-            f"({self.seconds:.1f} s)"
+            f"{self.partitions_completed} completed this run, {self.tasks_failed} tasks failed"
+            + (f", {self.partitions_incomplete} partitions not completed" if self.partitions_incomplete else "")
+            + f" ({self.seconds:.1f} s)"
         )
 
 
@@ -53,6 +57,25 @@ def _counters(result: beam.runners.runner.PipelineResult) -> dict[str, int]:
             value = None
         counters[counter.key.metric.name] = counters.get(counter.key.metric.name, 0) + int(value or counter.attempted or 0)
     return counters
+
+
+def _run_without_metrics(beam_pipeline: beam.Pipeline, transform: CuratorStages) -> RunSummary:
+    """Run on Dask, whose runner reports no metrics: pending and skipped come
+    from the listing made in the driver, completed from the checkpoint after
+    the run, and every pending partition it does not hold counts as
+    incomplete. Nothing pending: nothing to start."""
+    listing = transform.listing
+    if listing.pending:
+        run_on_dask(beam_pipeline)
+    pending = {source_key(task) for task in listing.pending}
+    completed = len(pending & transform.store.completed()) if transform.store is not None else 0
+    return RunSummary(
+        partitions_pending=len(pending),
+        partitions_skipped=listing.skipped,
+        partitions_completed=completed,
+        partitions_changed=listing.changed,
+        partitions_incomplete=len(pending) - completed if transform.store is not None else 0,
+    )
 
 
 class Pipeline:
@@ -87,21 +110,25 @@ class Pipeline:
         """Run to the end; with ``checkpoint_path``, skip complete partitions
         and mark partitions as they finish. ``runner`` is a preset of
         ``beam_curator.runners``; ``beam_args`` are raw Beam flags."""
-        transform = CuratorStages(self.stages, checkpoint_path, map_size=map_size)
         options = pipeline_options(runner, beam_args, **runner_settings)
+        on_dask = is_dask(options)
+        transform = CuratorStages(self.stages, checkpoint_path, map_size=map_size, list_in_driver=on_dask)
         started = time.monotonic()
         beam_pipeline = beam.Pipeline(options=options)
         _ = beam_pipeline | self.name >> transform
-        result = beam_pipeline.run()
-        result.wait_until_finish()
-        counters = _counters(result)
-        summary = RunSummary(
-            partitions_pending=counters.get("partitions_pending", 0),
-            partitions_skipped=counters.get("partitions_skipped", 0),
-            partitions_completed=counters.get("partitions_completed", 0),
-            partitions_changed=counters.get("partitions_changed", 0),
-            counters=counters,
-            seconds=time.monotonic() - started,
-        )
+        if on_dask:
+            summary = _run_without_metrics(beam_pipeline, transform)
+        else:
+            result = beam_pipeline.run()
+            result.wait_until_finish()
+            counters = _counters(result)
+            summary = RunSummary(
+                partitions_pending=counters.get("partitions_pending", 0),
+                partitions_skipped=counters.get("partitions_skipped", 0),
+                partitions_completed=counters.get("partitions_completed", 0),
+                partitions_changed=counters.get("partitions_changed", 0),
+                counters=counters,
+            )
+        summary.seconds = time.monotonic() - started
         logger.info("pipeline %s finished: %s", self.name, summary)
         return summary

@@ -21,7 +21,7 @@ from beam_curator.runners import RUNNERS
 def _add_runner_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("runner (other --flags go to Beam unchanged)")
     group.add_argument("--runner", default="local", help=f"one of {', '.join(RUNNERS)} (default local)")
-    group.add_argument("--num-workers", type=int, help="worker processes (local-multiprocess) or SDK workers per runner worker")
+    group.add_argument("--num-workers", type=int, help="worker processes (local-multiprocess, dask LocalCluster) or SDK workers per runner worker")
     group.add_argument("--job-endpoint", help="portable/flink/spark job service host:port (default: embedded)")
     group.add_argument("--environment-type", help="LOOPBACK, EXTERNAL, PROCESS or DOCKER")
     group.add_argument("--environment-config", help="e.g. host:port of an EXTERNAL worker pool")
@@ -30,11 +30,12 @@ def _add_runner_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--flink-job-server-jar", help="local Flink job-server jar (sites without internet)")
     group.add_argument("--spark-master-url", help="Spark master URL (local[*] by default)")
     group.add_argument("--spark-job-server-jar", help="local Spark job-server jar")
+    group.add_argument("--dask-address", help="Dask scheduler tcp://host:8786 (default: a LocalCluster for the run)")
 
 
 _RUNNER_KEYS = (
     "num_workers", "job_endpoint", "environment_type", "environment_config", "flink_master",
-    "flink_version", "flink_job_server_jar", "spark_master_url", "spark_job_server_jar",
+    "flink_version", "flink_job_server_jar", "spark_master_url", "spark_job_server_jar", "dask_address",
 )
 
 
