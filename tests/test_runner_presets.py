@@ -98,7 +98,6 @@ def test_dask_names_a_scheduler_or_sizes_a_cluster_started_for_the_run() -> None
     remote = pipeline_options("dask", dask_address="tcp://scheduler:8786")
     assert is_dask(remote)
     assert remote.view_as(DaskOptions).address == "tcp://scheduler:8786"
-    assert remote.view_as(DaskOptions).partition_size == 1  # one source partition per bag partition
     local = pipeline_options("dask", num_workers=3)
     assert local.view_as(DaskOptions).address is None
     assert local.view_as(LocalDaskClusterOptions).dask_local_workers == 3

@@ -54,8 +54,8 @@ def is_dask(options: PipelineOptions) -> bool:
 
 
 def dask_flags(dask_address: str | None, num_workers: int | None) -> list[str]:
-    """Beam flags for the ``dask`` preset: one source partition per bag partition (see the module docstring)."""
-    flags = [f"--runner={DASK_RUNNER}", "--dask_partition_size=1"]
+    """Beam flags for the ``dask`` preset."""
+    flags = [f"--runner={DASK_RUNNER}"]
     if dask_address:
         if num_workers is not None:
             raise ValueError(
@@ -119,7 +119,14 @@ def _bundles_keep_finish_outputs() -> Iterator[None]:
 
 
 def run_on_dask(pipeline: beam.Pipeline) -> None:
-    """Run ``pipeline`` (built with DaskRunner options) to the end, raising the first task error."""
+    """Run ``pipeline`` (built with DaskRunner options) to the end, raising
+    the first task error; unless told otherwise, one created element per bag
+    partition (see the module docstring)."""
+    from apache_beam.runners.dask.dask_runner import DaskOptions
+
+    bags = pipeline.options.view_as(DaskOptions)
+    if not (bags.partition_size or bags.npartitions):
+        bags.partition_size = 1
     with _scheduler(pipeline.options):
         with _bundles_keep_finish_outputs():
             result = pipeline.run()  # translates to dask bags and submits them
