@@ -118,17 +118,19 @@ class Pipeline:
         _ = beam_pipeline | self.name >> transform
         if on_dask:
             summary = _run_without_metrics(beam_pipeline, transform)
-        else:
-            result = beam_pipeline.run()
-            result.wait_until_finish()
-            counters = _counters(result)
-            summary = RunSummary(
-                partitions_pending=counters.get("partitions_pending", 0),
-                partitions_skipped=counters.get("partitions_skipped", 0),
-                partitions_completed=counters.get("partitions_completed", 0),
-                partitions_changed=counters.get("partitions_changed", 0),
-                counters=counters,
-            )
-        summary.seconds = time.monotonic() - started
+            summary.seconds = time.monotonic() - started
+            logger.info("pipeline %s finished: %s", self.name, summary)
+            return summary
+        result = beam_pipeline.run()
+        result.wait_until_finish()
+        counters = _counters(result)
+        summary = RunSummary(
+            partitions_pending=counters.get("partitions_pending", 0),
+            partitions_skipped=counters.get("partitions_skipped", 0),
+            partitions_completed=counters.get("partitions_completed", 0),
+            partitions_changed=counters.get("partitions_changed", 0),
+            counters=counters,
+            seconds=time.monotonic() - started,
+        )
         logger.info("pipeline %s finished: %s", self.name, summary)
         return summary
