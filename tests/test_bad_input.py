@@ -62,7 +62,7 @@ def test_a_bad_line_names_file_line_and_stage(tmp_path: Path, line: bytes, probl
 def test_records_of_inconsistent_types_name_the_file(tmp_path: Path) -> None:
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_text('{"text": "a"}\n{"text": 5}\n')
-    with pytest.raises(CuratorInputError, match=f"{mixed}: records have inconsistent types"):
+    with pytest.raises(CuratorInputError, match=f"{mixed}: line 2: field 'text' holds a int where line 1 holds a str"):
         run_stage(JsonlReaderStage(), [FileGroupTask(data=[str(mixed)])])
 
 
