@@ -16,8 +16,8 @@ the partitions created in the driver, one per bag partition (the default
 partition size here is 1), every partition runs its stages as its own dask
 tasks and is marked as soon as its sink has written. Each bag partition is a
 bundle: stages are set up and torn down per bundle, so a larger
-``--dask_partition_size`` saves set-up (model loading) at the cost of
-coarser marks. The runner reports no metrics: ``Pipeline.run`` counts from the
+``--dask_partition_size`` saves set-up at the cost of coarser marks
+(``RunInference`` keeps its model between bundles of a worker process). The runner reports no metrics: ``Pipeline.run`` counts from the
 listing and the checkpoint instead.
 """
 
