@@ -62,17 +62,23 @@ class DropShort(ProcessingStage):
 
 
 class FailShort(ProcessingStage):
-    """Fails batches whose first text is shorter than ``min_length``: their
-    partitions must stay incomplete, and a run must say so."""
+    """Fails batches whose first text is shorter than ``min_length`` (returns
+    a ``FailedTask``, or raises with ``raise_error``): their partitions must
+    stay incomplete, and a run must say so."""
 
     name = "fail_short"
 
-    def __init__(self, min_length: int) -> None:
+    def __init__(self, min_length: int, raise_error: bool = False) -> None:
         self.min_length = min_length
+        self.raise_error = raise_error
 
     def process(self, task: DocumentBatch) -> DocumentBatch | FailedTask:
         texts = task.to_pyarrow()["text"]
-        return task if texts and len(texts[0].as_py()) >= self.min_length else FailedTask("text too short")
+        if texts and len(texts[0].as_py()) >= self.min_length:
+            return task
+        if self.raise_error:
+            raise ValueError(f"text too short in {task.task_id}")
+        return FailedTask("text too short")
 
 
 class UpperInBatches(ProcessingStage):

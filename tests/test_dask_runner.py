@@ -55,6 +55,17 @@ def test_a_failed_partition_shows_as_not_completed(tmp_path: Path, dask_cluster)
     assert (second.partitions_pending, second.partitions_skipped, second.partitions_incomplete) == (2, 8, 2)
 
 
+def test_a_stage_that_raises_fails_the_run_with_its_error(tmp_path: Path, dask_cluster) -> None:
+    corpus = write_corpus(tmp_path / "input", PARTITIONS)
+    pipeline = Pipeline("raising", stages=[
+        JsonlReader(str(corpus), files_per_partition=1), FailShort(min_length=5, raise_error=True),
+        JsonlWriter(str(tmp_path / "out")),
+    ])
+    with pytest.raises(ValueError, match="text too short in 0_"):
+        pipeline.run(str(tmp_path / "checkpoint"), "dask", dask_address=dask_cluster.scheduler_address)
+    assert len(open_store(str(tmp_path / "checkpoint")).completed()) < PARTITIONS
+
+
 def test_batched_stages_lose_no_task(tmp_path: Path, dask_cluster) -> None:
     """Beam's DaskRunner drops what ``finish_bundle`` emits; ``run_on_dask`` must keep it."""
     corpus = write_corpus(tmp_path / "input", PARTITIONS)
