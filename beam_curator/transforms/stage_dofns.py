@@ -113,13 +113,13 @@ class SourceDoFn(_StageDoFn):
         self.skipped = Metrics.counter(NAMESPACE, "partitions_skipped")
         self.pending = Metrics.counter(NAMESPACE, "partitions_pending")
         self.changed = Metrics.counter(NAMESPACE, "partitions_changed")
-        self.listed: SourceListing | None = None  # the last listing, for runners without metrics
+        self.skipped_and_changed = (0, 0)  # of the last listing, for runners without metrics
 
     def process(self, root: Task) -> Iterator[Task]:
         outcome = derive_sources(root, self.stage.process(root), self.stage.stage_name)
         pending = [task for task in outcome.outputs if source_key(task) not in self.done]
         skipped = len(outcome.outputs) - len(pending)
-        self.listed = SourceListing(pending, skipped, sum(self._report_changes(task) for task in outcome.outputs))
+        self.skipped_and_changed = (skipped, sum(self._report_changes(task) for task in outcome.outputs))
         if self.inputs_store is not None:
             stats = {source_key(task): task._metadata["file_stats"] for task in pending if "file_stats" in task._metadata}
             if stats:
@@ -164,8 +164,7 @@ def list_sources(source: SourceDoFn) -> SourceListing:
     """Run the source stage in this process (the driver) instead of on a worker."""
     source.setup()
     try:
-        for _ in source.process(EmptyTask()):
-            pass  # the pending tasks are also in ``source.listed``
+        pending = list(source.process(EmptyTask()))
     finally:
         source.teardown()
-    return source.listed
+    return SourceListing(pending, *source.skipped_and_changed)
