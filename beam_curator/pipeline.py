@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -66,7 +67,8 @@ def _run_without_metrics(beam_pipeline: beam.Pipeline, transform: CuratorStages)
     incomplete. Nothing pending: nothing to start."""
     listing = transform.listing
     if listing.pending:
-        run_on_dask(beam_pipeline)
+        store = transform.store
+        run_on_dask(beam_pipeline, os.path.dirname(store.metadata_dir) if store is not None else None)
     pending = {source_key(task) for task in listing.pending}
     completed = len(pending & transform.store.completed()) if transform.store is not None else 0
     return RunSummary(

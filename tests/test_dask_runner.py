@@ -40,6 +40,9 @@ def worker_pids(cluster) -> set[int]:
 def test_marks_come_from_dask_workers_and_a_rerun_skips_everything(tmp_path: Path, dask_cluster) -> None:
     pids, _ = run_and_resume(tmp_path, "dask", dask_address=dask_cluster.scheduler_address)
     assert pids <= worker_pids(dask_cluster), f"marks from {pids}, not from the cluster's workers"
+    # The workers live on, but hold no checkpoint file after a run: a reset needs no --force.
+    open_store(str(tmp_path / "checkpoint")).reset()
+    assert not open_store(str(tmp_path / "checkpoint")).completed()
 
 
 def test_a_failed_partition_shows_as_not_completed(tmp_path: Path, dask_cluster) -> None:

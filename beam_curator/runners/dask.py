@@ -30,6 +30,8 @@ from typing import Iterator
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
+from beam_curator.checkpoint import registry
+
 logger = logging.getLogger(__name__)
 
 DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
@@ -118,10 +120,13 @@ def _bundles_keep_finish_outputs() -> Iterator[None]:
         transform_evaluator.apply_dofn_to_bundle = beams_own
 
 
-def run_on_dask(pipeline: beam.Pipeline) -> None:
+def run_on_dask(pipeline: beam.Pipeline, checkpoint_folder: str | None = None) -> None:
     """Run ``pipeline`` (built with DaskRunner options) to the end, raising
     the first task error; unless told otherwise, one created element per bag
-    partition (see the module docstring)."""
+    partition (see the module docstring). After a run that succeeded, the
+    workers close their writers of ``checkpoint_folder``: they outlive the
+    run on a standing cluster, and an open writer counts as a live run (a
+    checkpoint reset would refuse)."""
     from apache_beam.runners.dask.dask_runner import DaskOptions
 
     bags = pipeline.options.view_as(DaskOptions)
@@ -132,5 +137,7 @@ def run_on_dask(pipeline: beam.Pipeline) -> None:
             result = pipeline.run()  # translates to dask bags and submits them
         try:
             result.wait_until_finish()
+            if checkpoint_folder is not None:
+                result.client.run(registry.close_below, checkpoint_folder)
         finally:
             result.client.close()
