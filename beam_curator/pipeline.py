@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 import threading
 import time
@@ -14,8 +15,10 @@ from apache_beam.metrics.metric import MetricsFilter
 
 from beam_curator.logs import progress_shown
 from beam_curator.runners import pipeline_options
+from beam_curator.runners.dask import is_dask, run_on_dask
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.base import flatten_stages
+from beam_curator.stages.lineage import source_key
 from beam_curator.transforms import CuratorStages, locate_source_and_sink
 from beam_curator.transforms.progress import PROGRESS_DIR, ProgressWatcher, WorkersDidNotStartError, forget_progress
 from beam_curator.transforms.stage_dofns import NAMESPACE
@@ -25,12 +28,13 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class RunSummary:
-    """What a run did, read from Beam's metrics."""
+    """What a run did, read from Beam's metrics (on Dask, counted in the driver: no task counters)."""
 
     partitions_pending: int = 0
     partitions_skipped: int = 0
     partitions_completed: int = 0
     partitions_changed: int = 0
+    partitions_incomplete: int = 0  # pending but not marked complete after the run (runners without metrics)
     counters: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -44,8 +48,9 @@ class RunSummary:
         )
         return (
             f"{self.partitions_pending} partitions pending, {self.partitions_skipped} skipped as complete{changed}, "
-            f"{self.partitions_completed} completed this run, {self.tasks_failed} tasks failed "
-            f"({self.seconds:.1f} s)"
+            f"{self.partitions_completed} completed this run, {self.tasks_failed} tasks failed"
+            + (f", {self.partitions_incomplete} partitions not completed" if self.partitions_incomplete else "")
+            + f" ({self.seconds:.1f} s)"
         )
 
 
@@ -85,6 +90,26 @@ def _wait(result: beam.runners.runner.PipelineResult, watcher: ProgressWatcher, 
             )
     if "error" in outcome:
         raise outcome["error"]
+
+
+def _run_without_metrics(beam_pipeline: beam.Pipeline, transform: CuratorStages) -> RunSummary:
+    """Run on Dask, whose runner reports no metrics: pending and skipped come
+    from the listing made in the driver, completed from the checkpoint after
+    the run, and every pending partition it does not hold counts as
+    incomplete. Nothing pending: nothing to start."""
+    listing = transform.listing
+    if listing.pending:
+        store = transform.store
+        run_on_dask(beam_pipeline, os.path.dirname(store.metadata_dir) if store is not None else None)
+    pending = {source_key(task) for task in listing.pending}
+    completed = len(pending & transform.store.completed()) if transform.store is not None else 0
+    return RunSummary(
+        partitions_pending=len(pending),
+        partitions_skipped=listing.skipped,
+        partitions_completed=completed,
+        partitions_changed=listing.changed,
+        partitions_incomplete=len(pending) - completed if transform.store is not None else 0,
+    )
 
 
 class Pipeline:
@@ -130,8 +155,10 @@ class Pipeline:
         """
         folder = (f"{checkpoint_path.rstrip('/')}/{PROGRESS_DIR}/{uuid.uuid4().hex[:12]}" if checkpoint_path
                   else tempfile.mkdtemp(prefix="beam-curator-progress-"))
-        transform = CuratorStages(self.stages, checkpoint_path, map_size=map_size, progress_folder=folder)
         options = pipeline_options(runner, beam_args, **runner_settings)
+        on_dask = is_dask(options)
+        transform = CuratorStages(self.stages, checkpoint_path, map_size=map_size, progress_folder=folder,
+                                  list_in_driver=on_dask)
         started = time.monotonic()
         beam_pipeline = beam.Pipeline(options=options)
         _ = beam_pipeline | self.name >> transform
@@ -147,6 +174,11 @@ class Pipeline:
         )
         try:
             with watcher, watcher.logging_redirected():
+                if on_dask:
+                    summary = _run_without_metrics(beam_pipeline, transform)
+                    summary.seconds = time.monotonic() - started
+                    logger.debug("pipeline %s finished: %s", self.name, summary)
+                    return summary
                 result = beam_pipeline.run()
                 _wait(result, watcher, environment, runner_settings.get("environment_config"))
         finally:

@@ -29,3 +29,16 @@ def worker_pool() -> Iterator[WorkerPool]:
     """A Beam worker pool in its own process group, torn down at session end."""
     with WorkerPool(pythonpath=[str(TESTS_DIR)]) as pool:
         yield pool
+
+
+@pytest.fixture(scope="session")
+def dask_cluster(worker_pythonpath: None) -> Iterator[object]:
+    """A dask LocalCluster of two single-threaded worker processes for the
+    session; its workers start with the test folder and ``scripts`` on
+    ``PYTHONPATH``, so that drivers in other processes can use it too."""
+    distributed = pytest.importorskip("distributed", reason="the dask extra is not installed")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS_DIR / "scripts"), os.environ["PYTHONPATH"]]))
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0")
+    with cluster:
+        yield cluster

@@ -21,7 +21,7 @@ from beam_curator.pipeline import Pipeline
 from beam_curator.runners import pin_worker_gpu
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io import JsonlReader, JsonlWriter
-from beam_curator.tasks import DocumentBatch
+from beam_curator.tasks import DocumentBatch, FailedTask
 
 
 class TagWorker(ProcessingStage):
@@ -59,6 +59,45 @@ class DropShort(ProcessingStage):
     def process(self, task: DocumentBatch) -> DocumentBatch | None:
         texts = task.to_pyarrow()["text"]
         return task if texts and len(texts[0].as_py()) >= self.min_length else None
+
+
+class FailShort(ProcessingStage):
+    """Fails batches whose first text is shorter than ``min_length`` (returns
+    a ``FailedTask``, or raises with ``raise_error``): their partitions must
+    stay incomplete, and a run must say so."""
+
+    name = "fail_short"
+
+    def __init__(self, min_length: int, raise_error: bool = False) -> None:
+        self.min_length = min_length
+        self.raise_error = raise_error
+
+    def process(self, task: DocumentBatch) -> DocumentBatch | FailedTask:
+        texts = task.to_pyarrow()["text"]
+        if texts and len(texts[0].as_py()) >= self.min_length:
+            return task
+        if self.raise_error:
+            raise ValueError(f"text too short in {task.task_id}")
+        return FailedTask("text too short")
+
+
+class UpperInBatches(ProcessingStage):
+    """Upper-cases texts through ``process_batch`` (Beam batches the tasks
+    with ``BatchElements``, which emits its last batch from ``finish_bundle``)."""
+
+    name = "upper_in_batches"
+    batch_size = 4
+
+    def process(self, task: DocumentBatch) -> DocumentBatch:
+        return self.process_batch([task])[0]
+
+    def process_batch(self, tasks: list[DocumentBatch]) -> list[DocumentBatch]:
+        results = []
+        for task in tasks:
+            table = task.to_pyarrow()
+            table = table.set_column(table.schema.get_field_index("text"), "text", pc.utf8_upper(table["text"]))
+            results.append(DocumentBatch(dataset_name=task.dataset_name, data=table, _metadata=task._metadata))
+        return results
 
 
 def write_corpus(folder: Path, partitions: int, records_per_file: int = 3) -> Path:

@@ -18,6 +18,7 @@ from apache_beam.options.pipeline_options import (
 )
 
 from beam_curator.runners import RUNNERS, SETTINGS, pipeline_options, runner_args
+from beam_curator.runners.dask import LocalDaskClusterOptions, is_dask
 
 
 @pytest.fixture
@@ -90,6 +91,20 @@ def test_spark_with_a_local_job_server_jar(jar: str) -> None:
     assert pipeline_options("spark").view_as(SparkRunnerOptions).spark_master_url == "local[*]"
 
 
+def test_dask_names_a_scheduler_or_sizes_a_cluster_started_for_the_run() -> None:
+    pytest.importorskip("distributed", reason="the dask extra is not installed")
+    from apache_beam.runners.dask.dask_runner import DaskOptions
+
+    remote = pipeline_options("dask", dask_address="tcp://scheduler:8786")
+    assert is_dask(remote)
+    assert remote.view_as(DaskOptions).address == "tcp://scheduler:8786"
+    local = pipeline_options("dask", num_workers=3)
+    assert local.view_as(DaskOptions).address is None
+    assert local.view_as(LocalDaskClusterOptions).dask_local_workers == 3
+    assert is_dask(pipeline_options(None, ["--runner=DaskRunner"]))
+    assert not is_dask(pipeline_options("local"))
+
+
 def test_raw_beam_flags_pass_through_and_win() -> None:
     options = pipeline_options(
         "local-multiprocess", ["--direct_num_workers=5", "--experiments=use_runner_v2", "--job_name=curate"],
@@ -111,10 +126,13 @@ def test_every_setting_of_every_preset_is_accepted(jar: str) -> None:
         "num_workers": 2, "job_endpoint": "localhost:8099", "environment_type": "EXTERNAL",
         "environment_config": "localhost:50000", "flink_master": "[local]", "flink_version": "1.20",
         "flink_job_server_jar": jar, "parallelism": 2, "spark_master_url": "local[2]", "spark_job_server_jar": jar,
+        "dask_address": "tcp://scheduler:8786",
     }
+    alternatives = {"dask": [{"dask_address"}, {"num_workers"}]}  # a running scheduler, or a cluster of this size
     for runner in RUNNERS:
-        args = runner_args(runner, **{name: values[name] for name in SETTINGS[runner]})
-        assert args[0].startswith("--runner=")
+        for chosen in alternatives.get(runner, [SETTINGS[runner]]):
+            args = runner_args(runner, **{name: values[name] for name in chosen})
+            assert args[0].startswith("--runner=")
 
 
 @pytest.mark.parametrize(
@@ -131,6 +149,9 @@ def test_every_setting_of_every_preset_is_accepted(jar: str) -> None:
         ("flink", {"flink_version": "1.4"}, ValueError, "flink_version '1.4' has no Beam job server"),
         ("flink", {"flink_job_server_jar": "/nowhere/flink.jar"}, FileNotFoundError, "--flink_job_server_jar"),
         ("spark", {"spark_job_server_jar": "/nowhere/spark.jar"}, FileNotFoundError, "--spark_job_server_jar"),
+        ("dask", {"dask_address": "tcp://s:8786", "num_workers": 2}, ValueError, "num_workers sizes the LocalCluster"),
+        ("dask", {"num_workers": 0}, ValueError, "num_workers must be at least 1"),
+        ("dask", {"environment_type": "EXTERNAL"}, ValueError, "environment_type does not apply to runner 'dask'"),
     ],
 )
 def test_bad_settings_fail_before_anything_starts(runner: str, settings: dict, error: type, message: str) -> None:

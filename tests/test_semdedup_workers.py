@@ -1,7 +1,8 @@
 """Semantic deduplication with every stage in processes other than the driver.
 
 The text workflow runs through the portable runner on an EXTERNAL worker
-pool and on the multi-process local runner: the model loads in the workers,
+pool, on the multi-process local runner and on a dask LocalCluster (Beam's
+DaskRunner, which reports no metrics): the model loads in the workers,
 each phase's completion marks are written by worker pids and read back from
 disk by a second run, which then finds nothing to do.
 """
@@ -73,8 +74,11 @@ def check_run_and_rerun(tmp_path: Path, **runner: object) -> None:
         pids = writer_pids(checkpoint)
         assert pids and os.getpid() not in pids, f"{phase} marks must come from worker processes, got {pids}"
         assert len(open_store(str(checkpoint)).completed()) == partitions
+    written = {path: path.stat().st_mtime_ns for path in (tmp_path / "output").rglob("*") if path.is_file()}
     second = run(tmp_path, **runner)
     assert second["num_duplicates"] == 2 and second["embedding_time"] < first["embedding_time"]
+    assert {path: path.stat().st_mtime_ns for path in (tmp_path / "output").rglob("*") if path.is_file()} == written, \
+        "the rerun wrote output again"
     for phase, _ in phases:
         assert os.getpid() not in writer_pids(phase_checkpoint(tmp_path / "cache", phase))
 
@@ -87,3 +91,8 @@ def test_semdedup_on_an_external_worker_pool(tmp_path: Path, worker_pool: Worker
 @pytest.mark.slow
 def test_semdedup_on_local_worker_processes(tmp_path: Path, worker_pythonpath: None) -> None:
     check_run_and_rerun(tmp_path, runner="local-multiprocess", num_workers=2)
+
+
+@pytest.mark.slow
+def test_semdedup_on_dask_workers(tmp_path: Path, dask_cluster) -> None:
+    check_run_and_rerun(tmp_path, runner="dask", dask_address=dask_cluster.scheduler_address)

@@ -67,7 +67,8 @@ def _add_runner_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("runner (raw Apache Beam flags go after --)")
     group.add_argument("--runner", default="local", choices=RUNNERS, help="where the pipelines run")
     group.add_argument("--num-workers", type=int,
-                       help="worker processes (local-multiprocess; default one per CPU) or SDK workers per node")
+                       help="worker processes (local-multiprocess, a Dask LocalCluster; default one per CPU) "
+                       "or SDK workers per node")
     group.add_argument("--job-endpoint", help="host:port of a portable/Flink/Spark job service (default: embedded)")
     group.add_argument("--environment-type", choices=["LOOPBACK", "EXTERNAL", "PROCESS", "DOCKER"],
                        help="where the SDK workers run (default: LOOPBACK for local masters)")
@@ -77,13 +78,14 @@ def _add_runner_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--flink-job-server-jar", help="local Flink job-server jar (sites without internet)")
     group.add_argument("--spark-master-url", help="Spark master URL (default: local[*])")
     group.add_argument("--spark-job-server-jar", help="local Spark job-server jar (sites without internet)")
+    group.add_argument("--dask-address", help="Dask scheduler tcp://host:8786 (default: a LocalCluster for the run)")
     group.add_argument("--worker-start-timeout", type=float, default=60.0,
                        help="EXTERNAL/PROCESS environments: seconds to wait for the first SDK worker before failing")
 
 
 _RUNNER_KEYS = (
     "num_workers", "job_endpoint", "environment_type", "environment_config", "flink_master",
-    "flink_version", "flink_job_server_jar", "spark_master_url", "spark_job_server_jar",
+    "flink_version", "flink_job_server_jar", "spark_master_url", "spark_job_server_jar", "dask_address",
 )
 
 

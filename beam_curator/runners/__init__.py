@@ -1,5 +1,5 @@
-"""Runner presets (local, local-multiprocess, portable, flink, spark), a local
-worker pool for EXTERNAL environments, and per-worker GPU placement."""
+"""Runner presets (local, local-multiprocess, portable, flink, spark, dask), a
+local worker pool for EXTERNAL environments, and per-worker GPU placement."""
 
 from beam_curator.runners.gpu import pin_worker_gpu, visible_gpus
 from beam_curator.runners.options import ENVIRONMENT_TYPES, RUNNERS, SETTINGS, pipeline_options, runner_args

@@ -17,9 +17,10 @@ import re
 from apache_beam.options.pipeline_options import FlinkRunnerOptions, PipelineOptions
 
 from beam_curator.logs import worker_log_level
+from beam_curator.runners.dask import dask_flags
 from beam_curator.runners.local_workers import LocalMultiProcessRunner
 
-RUNNERS = ("local", "local-multiprocess", "portable", "flink", "spark")
+RUNNERS = ("local", "local-multiprocess", "portable", "flink", "spark", "dask")
 ENVIRONMENT_TYPES = ("LOOPBACK", "EXTERNAL", "PROCESS", "DOCKER")
 
 _ENVIRONMENT = {"num_workers", "environment_type", "environment_config"}
@@ -30,6 +31,7 @@ SETTINGS: dict[str, frozenset[str]] = {
     "flink": frozenset(_ENVIRONMENT | {"job_endpoint", "flink_master", "flink_version", "flink_job_server_jar",
                                        "parallelism"}),
     "spark": frozenset(_ENVIRONMENT | {"job_endpoint", "spark_master_url", "spark_job_server_jar"}),
+    "dask": frozenset({"dask_address", "num_workers"}),
 }
 _HOST_PORT = re.compile(r"^[\w.\-\[\]:]+:\d+$")
 
@@ -98,6 +100,7 @@ def runner_args(
     parallelism: int | None = None,
     spark_master_url: str | None = None,
     spark_job_server_jar: str | None = None,
+    dask_address: str | None = None,
 ) -> list[str]:
     """The Beam command-line flags for a runner preset.
 
@@ -111,7 +114,9 @@ def runner_args(
     ``flink`` and ``spark`` start a job server from ``*_job_server_jar`` when
     given (sites without internet need that). ``num_workers`` is the SDK
     worker processes per worker node for the portable runners, ``parallelism``
-    Flink's task parallelism. A PROCESS ``environment_config`` may be just
+    Flink's task parallelism. ``dask`` runs on Beam's DaskRunner: on the
+    scheduler at ``dask_address`` (``tcp://host:8786``), or on a LocalCluster
+    of ``num_workers`` worker processes started for the run. A PROCESS ``environment_config`` may be just
     the boot command. Settings that do not belong to ``runner`` are an error
     rather than silently ignored.
     """
@@ -120,6 +125,7 @@ def runner_args(
         "environment_config": environment_config, "flink_master": flink_master, "flink_version": flink_version,
         "flink_job_server_jar": flink_job_server_jar, "parallelism": parallelism,
         "spark_master_url": spark_master_url, "spark_job_server_jar": spark_job_server_jar,
+        "dask_address": dask_address,
     }
     _check_settings(runner, settings)
     if num_workers is not None and int(num_workers) < 1:
@@ -130,6 +136,8 @@ def runner_args(
         workers = num_workers or os.cpu_count() or 2
         return [f"--runner={LocalMultiProcessRunner.__module__}.{LocalMultiProcessRunner.__name__}",
                 "--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
+    if runner == "dask":
+        return dask_flags(dask_address, num_workers)
     if runner == "portable":
         kind, config = _environment(runner, environment_type, environment_config, local_master=True)
         return ["--runner=PortableRunner", f"--job_endpoint={job_endpoint or 'embed'}", *_flags(

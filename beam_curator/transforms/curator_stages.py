@@ -18,7 +18,7 @@ from beam_curator.stages import ProcessingStage
 from beam_curator.stages.base import flatten_stages
 from beam_curator.tasks import EmptyTask, Task
 from beam_curator.transforms.resources import resource_hints
-from beam_curator.transforms.stage_dofns import BatchStageDoFn, SourceDoFn, StageDoFn
+from beam_curator.transforms.stage_dofns import BatchStageDoFn, SourceDoFn, SourceListing, StageDoFn, list_sources
 from beam_curator.transforms.transform_stage import TransformStage, apply_transform_stage
 
 logger = logging.getLogger(__name__)
@@ -60,6 +60,13 @@ class CuratorStages(beam.PTransform):
     :mod:`beam_curator.transforms.progress`). Its type hints
     make a PCollection of anything but tasks an error when the pipeline is
     built, not when a worker first meets an element.
+
+    ``list_in_driver`` runs the source stage here, while the pipeline is
+    built, and creates the pending partitions as the pipeline's first
+    elements (for runners such as Dask's, which drop ``Reshuffle`` and would
+    otherwise keep every partition in the root's one bundle). The listing
+    is then kept in ``listing``: what was pending and skipped, for runners
+    that report no metrics.
     """
 
     def __init__(
@@ -71,10 +78,18 @@ class CuratorStages(beam.PTransform):
         map_size: int = 1 << 30,
         label_prefix: str = "",
         progress_folder: str | None = None,
+        list_in_driver: bool = False,
     ) -> None:
         super().__init__()
         self.stages = flatten_stages(list(stages))
         self.source, self.sink = locate_source_and_sink(self.stages)
+        if list_in_driver and self.source != 0:
+            raise PipelineDefinitionError(
+                f"partitions can be listed in the driver only when the source is the first stage, "
+                f"not {self.stages[self.source].stage_name} (stage {self.source})"
+            )
+        self.list_in_driver = list_in_driver
+        self.listing: SourceListing | None = None
         self.store = store if store is not None else (open_store(checkpoint_path, map_size) if checkpoint_path else None)
         self.label_prefix = label_prefix
         self.progress_folder = progress_folder
@@ -101,14 +116,20 @@ class CuratorStages(beam.PTransform):
         started: dict[str, dict] = {}
         if self.store is not None:
             completed, started = self._checked_snapshot()
-        if isinstance(pcoll, PBegin):
+        if self.list_in_driver:
+            if not isinstance(pcoll, PBegin):
+                raise PipelineDefinitionError("partitions can be listed in the driver only at the pipeline's start")
+            self.listing = list_sources(SourceDoFn(self.stages[0], completed, started, self.store, self.progress_folder))
+            pcoll = pcoll | f"{self.label_prefix}00-{self.stages[0].stage_name}" >> beam.Create(self.listing.pending)
+        elif isinstance(pcoll, PBegin):
             pcoll = pcoll | f"{self.label_prefix}Root" >> beam.Create([EmptyTask()])
         for index, stage in enumerate(self.stages):
             label = f"{self.label_prefix}{index:02d}-{stage.stage_name}"
             if index == self.source:
-                pcoll = pcoll | label >> beam.ParDo(
-                    SourceDoFn(stage, completed, started, self.store, self.progress_folder)
-                )
+                if not self.list_in_driver:
+                    pcoll = pcoll | label >> beam.ParDo(
+                        SourceDoFn(stage, completed, started, self.store, self.progress_folder)
+                    )
                 # Spread partitions over workers: the root is a single element.
                 pcoll = pcoll | f"{label}-Distribute" >> beam.Reshuffle()
                 continue

@@ -10,6 +10,7 @@ until the end of a batch run.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Iterable, Iterator, List, Mapping
 
 import apache_beam as beam
@@ -20,7 +21,7 @@ from beam_curator.runners.gpu import pin_worker_gpu
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.lineage import StepOutcome, derive, derive_batch, derive_sources, source_key
 from beam_curator.stages.resources import Resources
-from beam_curator.tasks import Task
+from beam_curator.tasks import EmptyTask, Task
 from beam_curator.transforms.progress import ProgressRecorder
 
 logger = logging.getLogger(__name__)
@@ -140,13 +141,13 @@ class SourceDoFn(_StageDoFn):
         self.skipped = Metrics.counter(NAMESPACE, "partitions_skipped")
         self.pending = Metrics.counter(NAMESPACE, "partitions_pending")
         self.changed = Metrics.counter(NAMESPACE, "partitions_changed")
+        self.skipped_and_changed = (0, 0)  # of the last listing, for runners without metrics
 
     def process(self, root: Task) -> Iterator[Task]:
         outcome = derive_sources(root, self.stage.process(root), self.stage.stage_name)
         pending = [task for task in outcome.outputs if source_key(task) not in self.done]
         skipped = len(outcome.outputs) - len(pending)
-        for task in outcome.outputs:
-            self._report_changes(task)
+        self.skipped_and_changed = (skipped, sum(self._report_changes(task) for task in outcome.outputs))
         if self.inputs_store is not None:
             stats = {source_key(task): task._metadata["file_stats"] for task in pending if "file_stats" in task._metadata}
             if stats:
@@ -164,11 +165,11 @@ class SourceDoFn(_StageDoFn):
         outcome.outputs = pending
         yield from self._emit(outcome, [root])
 
-    def _report_changes(self, task: Task) -> None:
+    def _report_changes(self, task: Task) -> bool:
         before = self.started.get(source_key(task))
         now = task._metadata.get("file_stats")
         if before is None or now is None or before == now:
-            return
+            return False
         changed = sorted(path for path in {*before, *now} if before.get(path) != now.get(path))
         self.changed.inc()
         logger.warning(
@@ -176,3 +177,25 @@ class SourceDoFn(_StageDoFn):
             "fingerprint='stat' (or 'content') to re-run changed partitions, or reset the checkpoint",
             task.task_id, ", ".join(changed),
         )
+        return True
+
+
+@dataclass
+class SourceListing:
+    """What the source stage listed: the partitions to run, and how many of
+    the others were skipped as complete (``changed``: of those, how many have
+    files that changed since they ran)."""
+
+    pending: list[Task]
+    skipped: int
+    changed: int
+
+
+def list_sources(source: SourceDoFn) -> SourceListing:
+    """Run the source stage in this process (the driver) instead of on a worker."""
+    source.setup()
+    try:
+        pending = list(source.process(EmptyTask()))
+    finally:
+        source.teardown()
+    return SourceListing(pending, *source.skipped_and_changed)

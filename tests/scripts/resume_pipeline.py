@@ -1,6 +1,6 @@
 """A curation run as a user starts it from a shell, for the interrupt tests.
 
-    python resume_pipeline.py INPUT OUTPUT CHECKPOINT --log CALLS --delay SECONDS
+    python resume_pipeline.py INPUT OUTPUT CHECKPOINT --log CALLS --delay SECONDS [--dask-address tcp://HOST:PORT]
 
 Rerunning the same command resumes: complete partitions are skipped. The
 last line printed is the run summary as JSON.
@@ -22,10 +22,12 @@ def main() -> None:
     parser.add_argument("checkpoint")
     parser.add_argument("--log", required=True, help="file the slow stage appends each task id to")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds the slow stage waits per partition")
+    parser.add_argument("--dask-address", help="run on the dask scheduler there instead of the local runner")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    runner = {"runner": "dask", "dask_address": args.dask_address} if args.dask_address else {"runner": "local"}
     summary = resume_pipeline(args.input, args.output, args.log, args.delay).run(
-        checkpoint_path=args.checkpoint, runner="local",
+        checkpoint_path=args.checkpoint, **runner,
     )
     print(json.dumps({
         "pending": summary.partitions_pending,

@@ -144,9 +144,10 @@ class PhaseBook:
             checkpoint, self.beam.runner, beam_args=self.beam.beam_args, **self.beam.runner_settings
         )
         logger.info("%s: %s", name, summary)
-        if summary.tasks_failed:
+        if summary.tasks_failed or summary.partitions_incomplete:
             raise PhaseFailedError(
-                f"phase {name}: {summary.tasks_failed} task(s) failed (see the log above); "
+                f"phase {name}: {summary.tasks_failed or summary.partitions_incomplete} "
+                f"{'task(s) failed' if summary.tasks_failed else 'partition(s) not completed'} (see the log above); "
                 "their partitions stay pending, so rerun the same command to retry them"
             )
         return summary
