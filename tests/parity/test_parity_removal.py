@@ -69,7 +69,27 @@ def test_input_fields_choose_the_columns_and_the_id_is_always_read(removed, tmp_
     assert set(frame.columns) == {ID, "text"} and len(frame) == 800
 
 
-def test_splitting_files_is_refused_with_the_reason(tmp_path):
-    with pytest.raises(ValueError, match="input_blocksize not supported: partitions are whole files"):
+def test_blocksize_extensions_and_output_extension_as_in_nemo(removed, tmp_path):
+    """``input_blocksize`` groups whole files up to a size, ``input_file_extensions``
+    picks the files, ``output_file_extension`` names the outputs."""
+    source = removed[0].parent / "input"
+    renamed = tmp_path / "input"
+    renamed.mkdir()
+    for path in source.glob("*.parquet"):
+        (renamed / f"{path.stem}.pq").write_bytes(path.read_bytes())
+    (renamed / "notes.txt").write_text("not data")
+    size = sum(path.stat().st_size for path in list(source.glob("*.parquet"))[:10])
+    result = TextDuplicatesRemovalWorkflow(
+        input_path=str(renamed), ids_to_remove_path=str(removed[0].parent / "ids"), output_path=str(tmp_path / "out"),
+        id_field=ID, input_blocksize=size, input_file_extensions=["pq"], output_file_extension=".clean.parquet",
+    ).run()
+    written = sorted((tmp_path / "out").iterdir())
+    assert 5 <= len(written) <= 20 and all(path.name.endswith(".clean.parquet") for path in written)
+    assert len(pd.concat([pd.read_parquet(path) for path in written])) == 800
+    assert result["num_duplicates_removed"] == 200
+
+
+def test_a_file_count_and_a_blocksize_together_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="give files_per_partition or input_blocksize, not both"):
         TextDuplicatesRemovalWorkflow(str(tmp_path), str(tmp_path), str(tmp_path / "out"), id_field=ID,
-                                      input_blocksize="64MiB")
+                                      input_blocksize="64MiB", input_files_per_partition=2)

@@ -84,6 +84,7 @@ class FileReader(CompositeStage):
 
     ``fingerprint`` (None, ``"stat"`` or ``"content"``) says whether a finished
     partition whose files changed since runs again; see ``FilePartitioningStage``.
+    ``extensions`` replaces the format's usual file name endings.
     """
 
     extensions: tuple[str, ...] = ()
@@ -99,9 +100,10 @@ class FileReader(CompositeStage):
         file_column: str | None = None,
         row_column: str | None = None,
         fingerprint: str | None = None,
+        extensions: list[str] | tuple[str, ...] | None = None,
     ) -> None:
         self.partitioning = FilePartitioningStage(
-            file_paths, files_per_partition, blocksize, self.extensions, fingerprint=fingerprint
+            file_paths, files_per_partition, blocksize, tuple(extensions or self.extensions), fingerprint=fingerprint
         )
         self.reader = self.reader_stage(fields, on_bad_record, file_column, row_column)
 

@@ -36,9 +36,11 @@ class FileWriterStage(ProcessingStage):
 
     extension = ""
 
-    def __init__(self, path: str, fields: list[str] | None = None) -> None:
+    def __init__(self, path: str, fields: list[str] | None = None, extension: str | None = None) -> None:
         self.path = path.rstrip("/")
         self.fields = fields
+        if extension:  # the format's usual ending otherwise
+            self.extension = extension.lstrip(".")
 
     @abstractmethod
     def serialize(self, table: pa.Table, handle: BinaryIO) -> None:

@@ -76,19 +76,6 @@ def apply_storage_options(owner: str, **where: tuple[str | list[str], dict[str, 
         os.environ[f"FSSPEC_{protocol.upper()}"] = json.dumps(merged)
 
 
-def refuse_file_splitting(owner: str, **values: object) -> None:
-    """NeMo's settings that split files or pick other extensions, where given:
-    here a partition is whole files with their usual extensions, so that
-    generated ids (file number, row) and per-partition checkpoints stay stable."""
-    given = [name for name, value in values.items() if value is not None]
-    if given:
-        raise ValueError(
-            f"{owner}: {', '.join(given)} not supported: partitions are whole files with the usual extensions "
-            "(.jsonl/.json, .parquet) so that generated ids and per-partition checkpoints stay stable across runs; "
-            "use files_per_partition and name files with those extensions"
-        )
-
-
 def set_verbosity(verbose: bool) -> None:
     """``verbose=False`` keeps the workflows' progress messages (INFO) out of
     the log; ``True`` leaves the level to the application's logging setup."""

@@ -24,7 +24,6 @@ from beam_curator.workflows.semantic.parameters import (
     check_cache_path,
     check_runner_settings,
     pick,
-    refuse_file_splitting,
 )
 from beam_curator.workflows.semantic.phases import BeamSettings, PhaseBook
 
@@ -68,6 +67,19 @@ def file_formats(filetype: str) -> tuple[type, type]:
     return _FORMATS[filetype]
 
 
+def input_extensions(filetype: str, override: list[str] | None = None) -> tuple[str, ...]:
+    """The file name endings that make a file input: NeMo's ``input_file_extensions``, or the format's own."""
+    return tuple(f".{ext.lstrip('.')}" for ext in override) if override else file_formats(filetype)[0].extensions
+
+
+def partition_grouping(owner: str, files_per_partition: int | None, blocksize: int | str | None) -> dict[str, Any]:
+    """NeMo's two ways of grouping input files, one at a time: a file count,
+    or a size in bytes (``"128MiB"``); files are never split."""
+    if files_per_partition is not None and blocksize is not None:
+        raise ValueError(f"{owner}: give files_per_partition or input_blocksize, not both")
+    return {"files_per_partition": None if blocksize is not None else (files_per_partition or 1), "blocksize": blocksize}
+
+
 def count_records(path: str, filetype: str, enough: float = float("inf")) -> int:
     """Records in one input file (parquet: from its footer; JSON Lines:
     non-empty lines), counting no further than ``enough``."""
@@ -85,17 +97,19 @@ def count_records(path: str, filetype: str, enough: float = float("inf")) -> int
 def id_reading_stages(
     input_path: str | list[str], input_filetype: str, files_per_partition: int, id_field: str | None,
     cache_path: str, fields: list[str] | None = None, fingerprint: str | None = "stat", on_bad_record: str = "raise",
+    extensions: tuple[str, ...] | None = None, blocksize: int | str | None = None,
 ) -> tuple[list[ProcessingStage], str]:
     """Reader plus id assignment, identical wherever the same data is read again.
 
     Partitions are keyed by their files' ``fingerprint``, so a file changed
     since a finished run is read again, not skipped as done."""
     reader_class, _ = file_formats(input_filetype)
-    numbers = FileRegistry(cache_path).register(input_path, reader_class.extensions) if id_field is None else {}
+    extensions = extensions or reader_class.extensions
+    numbers = FileRegistry(cache_path).register(input_path, extensions) if id_field is None else {}
     reader = reader_class(
-        input_path, files_per_partition=files_per_partition, fields=fields, on_bad_record=on_bad_record,
-        file_column=FILE_COLUMN if id_field is None else None, row_column=ROW_COLUMN if id_field is None else None,
-        fingerprint=fingerprint,
+        input_path, files_per_partition=files_per_partition, blocksize=blocksize, fields=fields,
+        on_bad_record=on_bad_record, file_column=FILE_COLUMN if id_field is None else None,
+        row_column=ROW_COLUMN if id_field is None else None, fingerprint=fingerprint, extensions=extensions,
     )
     return [reader, AssignIdsStage(numbers, id_field)], id_field or GENERATED_ID
 
@@ -151,10 +165,11 @@ class TextDuplicatesRemovalWorkflow:
                 f"{owner}: generated ids (id_field unset) are looked up in the cache_path the embedding phase used; "
                 "pass that cache_path, or id_field naming the ids in the input"
             )
-        files_per_partition = pick(owner, 1, files_per_partition=files_per_partition,
-                                   input_files_per_partition=input_files_per_partition)
-        refuse_file_splitting(owner, input_blocksize=input_blocksize, input_file_extensions=input_file_extensions,
-                              output_file_extension=output_file_extension)
+        self.grouping = partition_grouping(owner, pick(owner, None, files_per_partition=files_per_partition,
+                                                       input_files_per_partition=input_files_per_partition),
+                                           input_blocksize)
+        self.input_extensions = input_extensions(input_filetype, input_file_extensions)
+        self.output_file_extension = output_file_extension
         self.input_fields = input_fields
         apply_storage_options(owner, input_kwargs=(input_path, input_kwargs),
                               duplicate_id_read_kwargs=(ids_to_remove_path, duplicate_id_read_kwargs),
@@ -170,7 +185,6 @@ class TextDuplicatesRemovalWorkflow:
         self.output_filetype = output_filetype
         self.id_field = id_field
         self.duplicate_id_field = duplicate_id_field
-        self.files_per_partition = files_per_partition
         self.input_fingerprint = check_mode(input_fingerprint) or "stat"
         self.on_bad_record = on_bad_record
         self.book = PhaseBook(
@@ -180,8 +194,7 @@ class TextDuplicatesRemovalWorkflow:
 
     def _documents_in(self) -> dict[str, int]:
         """Records in the input now (read again, so exact however often the phase was resumed)."""
-        reader, _ = file_formats(self.input_filetype)
-        paths = expand_paths(self.input_path, reader.extensions)
+        paths = expand_paths(self.input_path, self.input_extensions)
         return {"documents_in": sum(count_records(path, self.input_filetype) for path in paths)}
 
     def run(self) -> dict[str, Any]:
@@ -191,18 +204,19 @@ class TextDuplicatesRemovalWorkflow:
         # NeMo's input_fields: the columns to read and keep, the id column always among them.
         fields = list(dict.fromkeys([*self.input_fields, *filter(None, [self.id_field])])) if self.input_fields else None
         stages, id_column = id_reading_stages(
-            self.input_path, self.input_filetype, self.files_per_partition, self.id_field, self.cache_path, fields,
-            fingerprint=self.input_fingerprint, on_bad_record=self.on_bad_record,
+            self.input_path, self.input_filetype, self.grouping["files_per_partition"], self.id_field,
+            self.cache_path, fields, fingerprint=self.input_fingerprint, on_bad_record=self.on_bad_record,
+            extensions=self.input_extensions, blocksize=self.grouping["blocksize"],
         )
         settings = [
             ids_digest(self.ids_to_remove_path, self.duplicate_id_field), self.id_field, self.output_filetype,
-            self.output_fields, self.drop_columns, self.input_fields,
+            self.output_fields, self.drop_columns, self.input_fields, self.output_file_extension,
         ]
         details = self.book.run_partitioned("removal", [
             *stages,
             # Only ids we generated are dropped; a user's own column keeps its name, even NeMo's default one.
             RemoveIdsStage(self.ids_to_remove_path, id_column, self.duplicate_id_field, self.drop_columns),
-            writer_class(self.output_path, fields=self.output_fields),
+            writer_class(self.output_path, fields=self.output_fields, extension=self.output_file_extension),
         ], f"{self.cache_path}/checkpoints/removal", settings, self.output_path, self._documents_in)
         return {
             "num_documents_kept": details["rows"],

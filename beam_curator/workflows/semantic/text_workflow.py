@@ -18,7 +18,6 @@ from beam_curator.workflows.semantic.parameters import (
     apply_storage_options,
     check_runner_settings,
     pick,
-    refuse_file_splitting,
 )
 from beam_curator.workflows.semantic.phases import remove_tree
 from beam_curator.workflows.semantic.preflight import (
@@ -26,7 +25,13 @@ from beam_curator.workflows.semantic.preflight import (
     check_input_files,
     check_writable_folders,
 )
-from beam_curator.workflows.semantic.removal import TextDuplicatesRemovalWorkflow, file_formats, id_reading_stages
+from beam_curator.workflows.semantic.removal import (
+    TextDuplicatesRemovalWorkflow,
+    file_formats,
+    id_reading_stages,
+    input_extensions,
+    partition_grouping,
+)
 from beam_curator.workflows.semantic.workflow import SemanticDeduplicationWorkflow, WorkflowResult
 
 logger = logging.getLogger(__name__)
@@ -117,8 +122,6 @@ class TextSemanticDeduplicationWorkflow:
                 "perform_removal=True but eps=None: without eps no duplicates are identified; "
                 "set eps, or perform_removal=False to score only and write the analysis"
             )
-        refuse_file_splitting(owner, input_blocksize=input_blocksize, input_file_extensions=input_file_extensions,
-                              output_file_extension=output_file_extension)
         if use_id_generator and id_field not in (None, GENERATED_ID):
             raise ValueError(f"use_id_generator=True generates ids into {GENERATED_ID!r}; leave id_field unset")
         id_field = None if use_id_generator else id_field
@@ -135,8 +138,14 @@ class TextSemanticDeduplicationWorkflow:
         self.id_field = id_field
         self.embedding_field = embedding_field
         self.metadata_fields = list(metadata_fields or [])
-        self.files_per_partition = pick(owner, 1, files_per_partition=files_per_partition,
-                                        input_files_per_partition=input_files_per_partition)
+        # Removal groups input files as NeMo does; embedding reads one file per partition, so that a
+        # changed file is embedded again alone.
+        self.grouping = partition_grouping(owner, pick(owner, None, files_per_partition=files_per_partition,
+                                                       input_files_per_partition=input_files_per_partition),
+                                           input_blocksize)
+        self.input_file_extensions = input_file_extensions
+        self.input_extensions = input_extensions(input_filetype, input_file_extensions)
+        self.output_file_extension = output_file_extension
         self.input_fingerprint = check_mode(input_fingerprint) or "stat"
         self.on_bad_record = on_bad_record
         self.perform_removal = perform_removal
@@ -182,8 +191,8 @@ class TextSemanticDeduplicationWorkflow:
             for folder in {self.output_path, self.cache_path}:
                 remove_tree(folder)
         check_writable_folders({"output_path": self.output_path, "cache_path": self.cache_path})
-        check_input_files(self.input_path, self.input_filetype, self.text_field, self.id_field)
-        check_enough_records(self.input_path, self.input_filetype, self.semantic.kmeans.n_clusters)
+        check_input_files(self.input_path, self.input_filetype, self.input_extensions, self.text_field, self.id_field)
+        check_enough_records(self.input_path, self.input_filetype, self.input_extensions, self.semantic.kmeans.n_clusters)
         with book.timed("embedding"):
             embedded = self._embed()
         metadata = {
@@ -195,7 +204,9 @@ class TextSemanticDeduplicationWorkflow:
         if self.perform_removal and self.semantic.eps is not None:
             removal = TextDuplicatesRemovalWorkflow(
                 self.input_path, self.semantic.layout.duplicates, self.semantic.layout.deduplicated, self.cache_path,
-                self.input_filetype, self.output_filetype, self.id_field, "id", self.files_per_partition,
+                self.input_filetype, self.output_filetype, self.id_field, "id", self.grouping["files_per_partition"],
+                input_blocksize=self.grouping["blocksize"], input_file_extensions=self.input_file_extensions,
+                output_file_extension=self.output_file_extension,
                 output_fields=self.output_fields, input_fingerprint=self.input_fingerprint,
                 on_bad_record=self.on_bad_record, **self.runner,
             ).run()
@@ -227,7 +238,7 @@ class TextSemanticDeduplicationWorkflow:
         fields = [self.text_field] + ([self.id_field] if self.id_field else []) + self.metadata_fields
         reading, id_column = id_reading_stages(
             self.input_path, self.input_filetype, 1, self.id_field, self.cache_path, fields, self.input_fingerprint,
-            self.on_bad_record,
+            self.on_bad_record, self.input_extensions,
         )
         settings = dict(self.embedding)
         handler = make_embedding_handler(settings.pop("backend"), settings.pop("model_identifier"),
