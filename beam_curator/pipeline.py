@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import tempfile
@@ -82,6 +83,7 @@ def _wait(result: beam.runners.runner.PipelineResult, watcher: ProgressWatcher, 
     while not ended.wait(0.5):
         if watcher.stalled:
             threading.Thread(target=result.cancel, name="cancel", daemon=True).start()
+            _abandon_local_job()
             raise WorkersDidNotStartError(
                 f"no SDK worker started within {watcher.start_timeout:.0f} s ({environment} environment {config}); "
                 "a worker pool must run workers with an interpreter that has apache_beam and beam_curator: start it "
@@ -90,6 +92,19 @@ def _wait(result: beam.runners.runner.PipelineResult, watcher: ProgressWatcher, 
             )
     if "error" in outcome:
         raise outcome["error"]
+
+
+def _abandon_local_job() -> None:
+    """End the embedded job service's thread of a job whose workers never
+    started. Its cancel only sets a state: the thread would wait for the
+    workers' data forever and keep the interpreter from exiting after the
+    error. Marking this process's data channels closed makes it fail within a
+    second (Beam checks the flag while it waits; there is no public way)."""
+    from apache_beam.runners.worker.data_plane import _GrpcDataChannel
+
+    for channel in gc.get_objects():
+        if isinstance(channel, _GrpcDataChannel):
+            channel._closed = True
 
 
 def _run_without_metrics(beam_pipeline: beam.Pipeline, transform: CuratorStages) -> RunSummary:

@@ -4,7 +4,9 @@ Beam's metrics reach the driver only when a run ends, and SDK workers of
 the multi-process and portable runners share no memory with it. So every
 worker process keeps running totals (tasks and documents per stage,
 partitions pending, skipped and completed) and rewrites one small JSON file,
-``<folder>/<host>-<pid>.json``, at most once a second; the driver polls the
+``<folder>/<host>-<pid>.json``, at most once a second while a bundle runs
+and at every bundle's end (a worker of a persistent pool may be torn down
+only after the driver has read the totals); the driver polls the
 folder in a thread and draws a bar: documents through the sink, an estimate
 of the total (documents per partition read so far times the partitions
 pending), rate, time left, and partitions done / pending. The folder lives in

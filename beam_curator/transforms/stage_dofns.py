@@ -59,7 +59,7 @@ class _StageDoFn(beam.DoFn):
         if self.store is not None:
             self.store.flush()
         if self.progress is not None:
-            self.progress.write()
+            self.progress.write(force=True)  # the driver reads the totals as soon as the run ends
 
     def teardown(self) -> None:
         self.finish_bundle()
