@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Iterator
@@ -136,6 +137,11 @@ def test_a_pool_whose_workers_cannot_start_fails_fast_with_the_fix(
     with pytest.raises(WorkersDidNotStartError, match=r"within 10 s .*python -m beam_curator.runners.worker_pool"):
         copy_through_pool(tmp_path, "apache_beam.runners.worker.worker_pool_main", python_without_beam, pools, 10)
     assert time.monotonic() - started < 60
+    # The abandoned job's thread must end too, or the process could not exit after the error.
+    deadline = time.monotonic() + 20
+    while any("_run_job" in thread.name for thread in threading.enumerate()):
+        assert time.monotonic() < deadline, "the embedded job service's thread still waits for the workers"
+        time.sleep(0.2)
 
 
 @pytest.mark.slow

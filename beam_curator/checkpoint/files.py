@@ -31,11 +31,12 @@ def relative_name(root: str, path: str) -> str:
     return posixpath.relpath(file_path, root_path.rstrip("/") or "/")
 
 
-def describe_files(root: str, paths: Iterable[str], records: int | None = None) -> list[FileRecord]:
-    """Records of files as they are now (sizes from one listing per folder)."""
+def describe_files(root: str, paths: Iterable[str]) -> list[FileRecord]:
+    """Records of files as they are now (sizes from one listing per folder;
+    the record count is not known without reading them)."""
     names = [relative_name(root, path) for path in paths]
     sizes = _sizes(root, names)
-    return [[name, sizes.get(name), records] for name in names]
+    return [[name, sizes.get(name), None] for name in names]
 
 
 def _sizes(root: str, names: Iterable[str]) -> dict[str, int]:

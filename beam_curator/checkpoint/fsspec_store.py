@@ -37,7 +37,9 @@ from beam_curator.checkpoint.store import (
     writer_name,
 )
 
-_EMPTY = {"done": [], "credits": [], "outputs": [], "inputs": {}}
+def _empty() -> dict[str, Any]:
+    """The contents of one marks file with nothing in it yet."""
+    return {"done": [], "credits": [], "outputs": [], "inputs": {}}
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +57,7 @@ class _Writer:
         self.mutex = threading.Lock()
         self.flush_seconds = flush_seconds
         self.flushed_at = time.monotonic()
-        self.pending: dict[str, Any] = json.loads(json.dumps(_EMPTY))
+        self.pending = _empty()
 
     def record(self, task_id: str, credits: Mapping[str, Fraction], outputs: list[OutputRecord] | None) -> list[str]:
         with self.mutex:
@@ -83,7 +85,7 @@ class _Writer:
         if any(self.pending.values()):
             with self.fs.open(f"{self.folder}/{self.token}-{next(self.sequence):012d}.json", "w") as handle:
                 json.dump(self.pending, handle)
-            self.pending = json.loads(json.dumps(_EMPTY))
+            self.pending = _empty()
         self.flushed_at = time.monotonic()
 
     def flush(self) -> None:
@@ -126,7 +128,7 @@ class FsspecCheckpointStore(CheckpointStore):
                 content = contents[file]
                 if isinstance(content, Exception):
                     raise OSError(str(content))
-                entry = {**_EMPTY, **json.loads(content)}
+                entry = {**_empty(), **json.loads(content)}
                 found.done.update(entry["done"])
                 found.partials.extend((s, t, Fraction(c)) for s, t, c in entry["credits"])
                 for source, task_id, records in entry["outputs"]:

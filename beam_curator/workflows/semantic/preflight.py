@@ -12,7 +12,6 @@ import fsspec
 import pyarrow as pa
 
 from beam_curator.stages.io.errors import CuratorInputError
-from beam_curator.stages.io.partitioning import expand_paths
 from beam_curator.workflows.semantic.layout import parquet_metadata
 from beam_curator.workflows.semantic.removal import count_records
 
@@ -86,10 +85,11 @@ def _first_kinds(path: str, filetype: str, fields: list[str]) -> tuple[str, dict
     return f"line {number}", {field: _kind(record[field]) for field in fields if field in record}
 
 
-def check_enough_records(input_path: str | list[str], filetype: str, extensions: tuple[str, ...], n_clusters: int) -> None:
-    """At least ``n_clusters`` records (reading only until that many are found)."""
+def check_enough_records(input_path: str | list[str], paths: list[str], filetype: str, n_clusters: int) -> None:
+    """At least ``n_clusters`` records in ``paths``, the files of ``input_path``
+    (reading only until that many are found)."""
     found = 0
-    for path in expand_paths(input_path, extensions):
+    for path in paths:
         found += count_records(path, filetype, n_clusters - found)
         if found >= n_clusters:
             return
@@ -102,12 +102,10 @@ def check_enough_records(input_path: str | list[str], filetype: str, extensions:
     )
 
 
-def check_input_files(
-    input_path: str | list[str], filetype: str, extensions: tuple[str, ...], text_field: str, id_field: str | None,
-) -> None:
+def check_input_files(paths: list[str], filetype: str, text_field: str, id_field: str | None) -> None:
     """Texts must be strings; ids integers or strings, one kind across all files."""
     first_of_kind: dict[str, str] = {}
-    for path in expand_paths(input_path, extensions):
+    for path in paths:
         where, kinds = _first_kinds(path, filetype, [text_field] + ([id_field] if id_field else []))
         text = kinds.get(text_field)
         if text not in (None, "string", "null"):

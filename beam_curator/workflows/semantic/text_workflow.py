@@ -13,6 +13,7 @@ from beam_curator.stages.io import ParquetWriter
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.transforms.embedding import EmbeddingStage
 from beam_curator.stages.io.fingerprint import check_mode
+from beam_curator.stages.io.partitioning import expand_paths
 from beam_curator.workflows.semantic.ids import GENERATED_ID
 from beam_curator.workflows.semantic.parameters import (
     apply_storage_options,
@@ -191,8 +192,9 @@ class TextSemanticDeduplicationWorkflow:
             for folder in {self.output_path, self.cache_path}:
                 remove_tree(folder)
         check_writable_folders({"output_path": self.output_path, "cache_path": self.cache_path})
-        check_input_files(self.input_path, self.input_filetype, self.input_extensions, self.text_field, self.id_field)
-        check_enough_records(self.input_path, self.input_filetype, self.input_extensions, self.semantic.kmeans.n_clusters)
+        paths = expand_paths(self.input_path, self.input_extensions)
+        check_input_files(paths, self.input_filetype, self.text_field, self.id_field)
+        check_enough_records(self.input_path, paths, self.input_filetype, self.semantic.kmeans.n_clusters)
         with book.timed("embedding"):
             embedded = self._embed()
         metadata = {
