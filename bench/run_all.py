@@ -24,6 +24,7 @@ BENCH = Path(__file__).resolve().parent
 SCRIPTS = (
     "bench_pairwise.py",
     "bench_kmeans.py",
+    "bench_scale.py",
     "bench_checkpoint.py",
     "bench_recall.py",
     "bench_e2e.py",

@@ -215,3 +215,23 @@ def test_an_unreadable_embeddings_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(CuratorInputError) as caught:
         run_embeddings(embeddings, tmp_path, n_clusters=2)
     assert f"{embeddings / 'part-001.parquet'} cannot be read" in str(caught.value)
+
+
+def test_repeated_ids_are_found_by_workers_bucket_by_bucket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The uniqueness check runs as one Beam task per bucket of ids; with
+    buckets of 8 ids, 60 documents make 8 tasks, and ids repeated in other
+    files still meet in their bucket: every repeated id is counted, and the
+    error is raised before k-means is fitted."""
+    from beam_curator.workflows.semantic import id_check
+
+    monkeypatch.setattr(id_check, "IDS_PER_BUCKET", 8)
+    vectors = np.random.default_rng(1).normal(size=(60, 8))
+    ids = [f"d{i}" for i in range(60)]
+    ids[41], ids[58], ids[17] = "d3", "d3", "d9"  # d3 three times, d9 twice, across files
+    embeddings = write_embeddings(tmp_path / "embeddings", ids, vectors, files=3)
+    with pytest.raises(CuratorInputError) as caught:
+        run_embeddings(embeddings, tmp_path, n_clusters=2, eps=0.01)
+    assert "2 id(s) in 'id' occur more than once across the input, e.g. ['d3', 'd9']" in str(caught.value)
+    repeated = tmp_path / "output" / "semantic_dedup" / "id_check" / "repeated"
+    assert len(list(repeated.glob("bucket_*.parquet"))) == 8
+    assert not (tmp_path / "output" / "semantic_dedup" / "kmeans_results" / "kmeans_centroids.npy").exists()

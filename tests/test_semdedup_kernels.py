@@ -6,6 +6,7 @@ from __future__ import annotations
 from unittest import mock
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -227,3 +228,36 @@ def test_bad_ranking_inputs_are_explained():
         order_documents([5, "7"], None, None, "random", "cosine", 0)
     with pytest.raises(ValueError, match="which_to_keep must be one of"):
         order_documents([5, 7], np.zeros(2), None, "hardest", "cosine", 0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    sizes=st.lists(st.integers(0, 90), min_size=1, max_size=12),
+    which=st.sampled_from(["hard", "easy"]),
+    copies=st.integers(0, 5),
+)
+def test_many_clusters_at_once_score_as_each_cluster_alone(seed, sizes, which, copies):
+    """Clusters scored together (small ones padded into one batched matmul,
+    larger ones alone) give each cluster exactly the rows it gets on its own:
+    same order, same max_id, scores equal to float32 rounding, with exact
+    copies (ties) among them."""
+    rng = np.random.default_rng(seed)
+    total = sum(sizes)
+    assume(total > 0)
+    vectors = rng.normal(size=(total, 12)).astype(np.float32)
+    for _ in range(copies if total > 1 else 0):
+        a, b = rng.integers(total, size=2)
+        vectors[a] = vectors[b]
+    ids = rng.permutation(10 * total)[:total]
+    keys = rng.random(total)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
+    together = pairwise.semdedup_clusters(ids, l2_normalize(vectors, ids), keys, starts, which, 16)
+    alone = [
+        pairwise.semdedup_cluster_by_keys(ids[a : a + n], vectors[a : a + n], keys[a : a + n], which, 16)
+        for a, n in zip(starts, sizes) if n
+    ]
+    expected = pd.concat(alone, ignore_index=True)
+    assert together["id"].tolist() == expected["id"].tolist()
+    assert together["max_id"].tolist() == expected["max_id"].tolist()
+    np.testing.assert_allclose(together["cosine_sim_score"], expected["cosine_sim_score"], atol=1e-5)

@@ -80,14 +80,17 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_matches_an_uninterrupted_r
     embeddings = synthetic_embeddings(tmp_path / "embeddings")
     output, cache = tmp_path / "output", tmp_path / "cache"
     pairwise = cache / "semantic_dedup" / "pairwise_results"
-    command = [sys.executable, str(SCRIPTS_DIR / "semdedup_resume_run.py"), str(embeddings), str(output), str(cache)]
+    # 10 rows per range: one range per cluster, 200 pairwise partitions.
+    command = [sys.executable, str(SCRIPTS_DIR / "semdedup_resume_run.py"), str(embeddings), str(output), str(cache), "10"]
 
     kill_once(command, lambda: len(scored_clusters(pairwise)), tmp_path / "killed.log")
     done = open_store(str(cache / "checkpoints" / "pairwise")).completed()
     assert 0 < len(done) < N_CLUSTERS, f"expected a run stopped midway, {len(done)} clusters checkpointed"
     assert not (output / "duplicates").exists()
-    finished_files = {path: path.stat().st_mtime_ns for path in scored_clusters(pairwise)
-                      if f"0_cluster{path.stem.removeprefix('cluster_')}" in done}  # cluster_<k> is partition 0_cluster<k>
+    finished_files = {  # cluster_<k> is written by partition 0_clusters<k>to<k+1>
+        path: path.stat().st_mtime_ns for path in scored_clusters(pairwise)
+        if "0_clusters{0}to{1}".format(k := int(path.stem.removeprefix("cluster_")), k + 1) in done
+    }
     assert len(finished_files) == len(done)
 
     rerun = subprocess.run(command, capture_output=True, text=True, timeout=300)
@@ -169,8 +172,8 @@ def test_a_run_killed_while_embedding_resumes_per_input_file(tmp_path: Path) -> 
     rerun = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     found = re.search(r"embedding: (\d+) partitions pending, (\d+) skipped as complete", rerun.stderr)
-    done = int(found[2])
-    assert done >= 2 and int(found[1]) == len(files) - done
+    done = int(found[2])  # the last file seen may have been written but not yet marked when the kill came
+    assert done >= len(embedded) - 1 >= 1 and int(found[1]) == len(files) - done
     unchanged = [path for path, mtime in embedded.items() if path.exists() and path.stat().st_mtime_ns == mtime]
     assert len(unchanged) >= done, "a file embedded before the kill was embedded again"
 

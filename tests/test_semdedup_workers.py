@@ -67,8 +67,8 @@ def check_run_and_rerun(tmp_path: Path, **runner: object) -> None:
     )
     assert len(kept) == len(rows) - 2
     assert sum(doc in kept for doc in ("d1", "copy-1")) == 1 and sum(doc in kept for doc in ("d4", "copy-4")) == 1
-    phases = (("embedding", 3), ("kmeans-sample", 3), ("assign", 3), ("group-by-cluster", 1), ("pairwise", 2),
-              ("removal", 3))
+    phases = (("embedding", 3), ("kmeans-sample", 3), ("check-ids", 1), ("assign", 3), ("group-by-cluster", 1),
+              ("pairwise", 1), ("removal", 3))
     for phase, partitions in phases:
         checkpoint = phase_checkpoint(tmp_path / "cache", phase)
         pids = writer_pids(checkpoint)

@@ -14,10 +14,10 @@ import pytest
 
 from beam_curator.dedup.semantic.pairwise import earlier_max_similarity, max_similarity_to_earlier
 from beam_curator.dedup.semantic.ranking import RankingStrategy
+from beam_curator.workflows.semantic.grouping import ClusterRangeTask
 from beam_curator.workflows.semantic.pairwise_phase import (
     ClusterPairwiseStage,
     ClusterScoresWriter,
-    ClusterTask,
     PairwiseSettings,
 )
 
@@ -67,8 +67,9 @@ def six_documents(tmp_path) -> Path:
 
 def scored(by_center: Path, cluster: int = 0, **settings: object) -> pd.DataFrame:
     """Scores of one cluster, as the pairwise phase's two stages leave them: in ``cluster_<k>.parquet``."""
-    scores = ClusterPairwiseStage(str(by_center), None, PairwiseSettings("id", **settings)).process(ClusterTask(data=cluster))
-    assert scores._metadata["centroid_id"] == cluster
+    stage = ClusterPairwiseStage(str(by_center), None, PairwiseSettings("id", **settings))
+    scores = stage.process(ClusterRangeTask(data=(cluster, cluster + 1)))
+    assert scores._metadata["clusters"] == [(cluster, 0, scores.num_items)]
     written = ClusterScoresWriter(str(by_center.parent / "pairwise")).process(scores)
     assert written.data == [str(by_center.parent / "pairwise" / f"cluster_{cluster}.parquet")]
     return pd.read_parquet(written.data[0])

@@ -2,7 +2,7 @@
 
 Many clusters and ``pairwise_batch_size=1`` make the pairwise phase long
 enough to stop midway; a small ROWS_PER_RANGE makes one range per cluster, so
-the grouping phase is long enough too.
+that the grouping and pairwise phases have a partition per cluster.
 Usage: ``semdedup_resume_run.py EMBEDDINGS OUTPUT CACHE [ROWS_PER_RANGE]``.
 """
 

@@ -1,6 +1,7 @@
-"""The k-means phase: draw a memory-bounded sample in parallel, fit on it in
-the driver, and assign every document in parallel (``grouping`` then puts
-each cluster's members in a folder of its own).
+"""The k-means phase: draw a memory-bounded sample in parallel (writing every
+id to its bucket for the uniqueness check on the way), fit on it in the
+driver, and assign every document in parallel (``grouping`` then puts each
+cluster's members in a folder of its own).
 
 The fit is reused while the embeddings and the k-means settings stay the
 same (a fingerprint of both is stored beside the centroids).
@@ -16,17 +17,18 @@ from dataclasses import dataclass
 import fsspec
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from beam_curator.checkpoint.files import relative_name
 from beam_curator.dedup.semantic.kmeans import InitOptions, assign, fit_kmeans
 from beam_curator.dedup.semantic.normalize import l2_normalize
 from beam_curator.dedup.semantic.ranking import uniform_by_id
 from beam_curator.stages import ProcessingStage
-from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.fingerprint import file_fingerprint
-from beam_curator.tasks import DocumentBatch
-from beam_curator.workflows.semantic.layout import parquet_files, parquet_metadata, read_parquet
+from beam_curator.stages.io.writer import output_name
+from beam_curator.tasks import DocumentBatch, FileGroupTask
+from beam_curator.workflows.semantic.grouping import written_task
+from beam_curator.workflows.semantic.id_check import bucket_folder, bucket_of
+from beam_curator.workflows.semantic.layout import parquet_files, parquet_metadata, read_parquet, write_cache_parquet
 
 logger = logging.getLogger(__name__)
 
@@ -60,20 +62,6 @@ def embedding_matrix(table: pa.Table, id_column: str, embedding_column: str) -> 
     values = column.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
     vectors = values.reshape(len(ids), -1) if len(ids) else values.reshape(0, 0)
     return ids, l2_normalize(vectors, ids)
-
-
-def check_unique_ids(files: list[str], id_column: str) -> None:
-    """Ids must be unique across the whole dataset, not just within a file:
-    removal by a repeated id would drop every record that carries it. Reads
-    only the id column (8 bytes per document for integer ids)."""
-    ids = pa.chunked_array([read_parquet(path, [id_column]).column(0) for path in files])
-    counts = pc.value_counts(ids)
-    repeated = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
-    if len(repeated):
-        raise CuratorInputError(
-            f"{len(repeated)} id(s) in {id_column!r} occur more than once across the input, e.g. "
-            f"{repeated[:5].to_pylist()}; ids must be unique (leave id_field unset to generate ids)"
-        )
 
 
 def embeddings_fingerprint(folders: list[str]) -> str:
@@ -127,42 +115,71 @@ def sample_fraction(files: list[str], total_rows: int, embedding_column: str, se
     return min(1.0, settings.max_sample_bytes / (total_rows * dims * 4), settings.fit_data_fraction or 1.0)
 
 
-class SampleRowsStage(ProcessingStage):
-    """Keeps each document with probability ``keep``, so that the driver reads
-    only the sample, never the whole collection. Whether a document is drawn
-    depends on the seed and its id alone: a rerun after an interruption, or a
-    run over the same documents in other files, draws the same sample."""
+class SampleWriter(ProcessingStage):
+    """The sink of the sampling phase: the documents drawn for the k-means fit
+    (each with probability ``keep``) to ``sample``, and every document's id to
+    its bucket under ``id_buckets`` for the uniqueness check (``id_check``).
+    Whether a document is drawn depends on the seed and its id alone: a rerun
+    after an interruption, or a run over the same documents in other files,
+    draws the same sample. ``root`` holds both folders (files are recorded
+    relative to it)."""
 
-    name = "kmeans_sample"
+    name = "kmeans_sample_writer"
 
-    def __init__(self, keep: float, seed: int, id_column: str) -> None:
+    def __init__(self, root: str, sample: str, id_buckets: str, buckets: int, keep: float, seed: int,
+                 id_column: str) -> None:
+        self.root = root
+        self.sample = sample
+        self.id_buckets = id_buckets
+        self.buckets = buckets
         self.keep = keep
         # Salted, so that the draw is independent of the seeded ``random`` ranking.
         self.seed = int.from_bytes(hashlib.sha256(f"kmeans-sample|{seed}".encode()).digest()[:8], "little")
         self.id_column = id_column
 
-    def process(self, task: DocumentBatch) -> DocumentBatch:
+    def process(self, task: DocumentBatch) -> FileGroupTask:
         table = task.to_pyarrow()
-        if self.keep < 1.0:
-            ids = table.column(self.id_column).to_numpy(zero_copy_only=False)
-            table = table.filter(pa.array(uniform_by_id(ids, self.seed) < self.keep))
-        result = DocumentBatch(dataset_name=task.dataset_name, data=table)
-        result._metadata = dict(task._metadata)
-        return result
+        if table.num_rows == 0:
+            return written_task(task, self.root, [])
+        ids = table.column(self.id_column).to_numpy(zero_copy_only=False)
+        drawn = table.filter(pa.array(uniform_by_id(ids, self.seed) < self.keep)) if self.keep < 1.0 else table
+        stem = output_name(task)
+        url = f"{self.sample}/{stem}.parquet"
+        written = [(url, write_cache_parquet(url, drawn), drawn.num_rows)]
+        buckets = bucket_of(ids, self.buckets)
+        order = np.argsort(buckets, kind="stable")
+        numbers, starts = np.unique(buckets[order], return_index=True)
+        for number, start, stop in zip(numbers, starts, [*starts[1:], len(order)]):
+            url = f"{bucket_folder(self.id_buckets, int(number))}/{stem}.parquet"
+            part = table.select([self.id_column]).take(pa.array(order[start:stop]))
+            written.append((url, write_cache_parquet(url, part), part.num_rows))
+        return written_task(task, self.root, written)
 
 
 def fit_centroids(sample_files: list[str], id_column: str, embedding_column: str, settings: KMeansSettings) -> np.ndarray:
-    """Fit on the sample that :class:`SampleRowsStage` wrote, in id order, so
-    that the centroids do not depend on how the sample's files are named."""
-    tables = [read_parquet(path, [id_column, embedding_column]) for path in sample_files]
-    rows = sum(table.num_rows for table in tables)
+    """Fit on the sample that :class:`SampleWriter` wrote, in id order, so
+    that the centroids do not depend on how the sample's files are named.
+    The sample's vectors are held once: each file's rows go straight to
+    their place in one array."""
+    ids = [read_parquet(path, [id_column]).column(0).to_numpy(zero_copy_only=False) for path in sample_files]
+    rows = sum(len(part) for part in ids)
     if rows < settings.n_clusters:
         raise ValueError(
             f"the k-means sample holds {rows} documents, fewer than n_clusters={settings.n_clusters}; raise "
             f"kmeans_max_sample_bytes (now {settings.max_sample_bytes}) or lower n_clusters"
         )
-    _, sample = embedding_matrix(pa.concat_tables(tables).sort_by(id_column), id_column, embedding_column)
-    logger.info("k-means: fitting %d clusters on a sample of %d documents", settings.n_clusters, len(sample))
+    every_id = np.concatenate(ids)
+    place = np.empty(rows, dtype=np.int64)
+    place[np.argsort(every_id, kind="stable")] = np.arange(rows)
+    sample: np.ndarray | None = None
+    at = 0
+    for path, part in zip(sample_files, ids):
+        _, vectors = embedding_matrix(read_parquet(path, [id_column, embedding_column]), id_column, embedding_column)
+        if sample is None:
+            sample = np.empty((rows, vectors.shape[1]), dtype=np.float32)
+        sample[place[at : at + len(part)]] = vectors
+        at += len(part)
+    logger.info("k-means: fitting %d clusters on a sample of %d documents", settings.n_clusters, rows)
     model = fit_kmeans(
         sample, settings.n_clusters, max_iter=settings.max_iter, tol=settings.tol, seed=settings.seed,
         backend=settings.backend, init=settings.init_options(),

@@ -17,18 +17,16 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from beam_curator.checkpoint.files import FileRecord, relative_name
 from beam_curator.stages import ProcessingStage
-from beam_curator.stages.io.writer import write_atomically
 from beam_curator.tasks import DocumentBatch, FileGroupTask, Task
-from beam_curator.workflows.semantic.layout import parquet_files, read_parquet
+from beam_curator.workflows.semantic.layout import parquet_files, read_parquet, sort_rows, write_cache_parquet
 
-# Documents a grouping task holds in memory, if clusters were equal (~3 GB of
-# 384-d rows). Larger ranges mean fewer files (tasks x ranges of them), more
-# memory per task.
-_ROWS_PER_RANGE = 1 << 21
+# Documents a grouping or pairwise task holds in memory, if clusters were
+# equal (~400 MB of 384-d rows, a few times that at the peak of a task).
+# Larger ranges mean fewer files (tasks x ranges of them), more memory per task.
+_ROWS_PER_RANGE = 1 << 18
 
 ClusterRange = tuple[int, int]
 SECOND_NEAREST_COLUMNS = ["second_nearest_cent", "second_l2_dist", "second_cosine_dist"]
@@ -89,10 +87,10 @@ class RangeFilesWriter(ProcessingStage):
             near = pc.less_equal(gap, self.visitor_margin if self.visitor_margin is not None else np.inf)
             visiting = table.filter(pc.and_(near, pc.greater_equal(table.column("second_nearest_cent"), 0)))
             written += self._write(visiting, self.visitors, task.task_id)
-        return _written_task(task, self.path, written)
+        return written_task(task, self.path, written)
 
     def _write(self, table: pa.Table, grouping: Grouping, task_id: str) -> list[tuple[str, int, int]]:
-        ordered = table.sort_by(grouping.column)
+        ordered = sort_rows(table, grouping.column)
         starts = np.searchsorted(ordered.column(grouping.column).to_numpy(), [low for low, _ in self.ranges])
         return _write_runs(ordered, starts, [grouping.range_folder(r) for r in self.ranges], task_id)
 
@@ -135,12 +133,13 @@ class GroupByClusterStage(ProcessingStage):
         for grouping in self.groupings:
             tables = [read_parquet(path) for path in parquet_files(grouping.range_folder(task.data))]
             if tables:
-                written += _write_clusters(pa.concat_tables(tables).sort_by(grouping.column), grouping, task.task_id)
-        return _written_task(task, self.path, written)
+                written += _write_clusters(sort_rows(pa.concat_tables(tables), grouping.column), grouping, task.task_id)
+        return written_task(task, self.path, written)
 
 
-def _written_task(task: Task, root: str, written: list[tuple[str, int, int]]) -> FileGroupTask:
-    """The sink's result: the files, and their records for the checkpoint."""
+def written_task(task: Task, root: str, written: list[tuple[str, int, int]]) -> FileGroupTask:
+    """A sink's result: the files (url, bytes, rows) it wrote, recorded
+    relative to ``root`` for the checkpoint."""
     records: list[FileRecord] = [[relative_name(root, url), size, rows] for url, size, rows in written]
     result = FileGroupTask(dataset_name=task.dataset_name, data=[url for url, _, _ in written])
     result._metadata["written"] = records
@@ -166,6 +165,6 @@ def _write_runs(ordered: pa.Table, starts: np.ndarray, folders: list[str], task_
         if stop > start:
             url = f"{folder}/{task_id}.parquet"
             part = ordered.slice(int(start), int(stop - start))
-            size = write_atomically(url, lambda handle, part=part: pq.write_table(part, handle))
+            size = write_cache_parquet(url, part)
             written.append((url, size, part.num_rows))
     return written

@@ -1,33 +1,37 @@
-"""The pairwise phase: one source partition per cluster, checkpointed per cluster."""
+"""The pairwise phase: one source partition per range of clusters (the
+grouping phase's ranges), checkpointed per range.
+
+A task reads every cluster of its range at once, normalises and ranks all
+of them together and lays them out in rank order with one sort (see
+``pairwise.semdedup_clusters``); only the kernel runs per cluster. Scores
+are still written one file per cluster, ``cluster_<k>.parquet``, NeMo
+Curator's layout.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import fsspec
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from beam_curator.checkpoint.files import relative_name
 from beam_curator.dedup.semantic.cross_cluster import cross_cluster_scores
-from beam_curator.dedup.semantic.pairwise import ID, MAX_ID, SCORE, semdedup_cluster_by_keys
+from beam_curator.dedup.semantic.pairwise import ID, MAX_ID, SCORE, semdedup_clusters
 from beam_curator.dedup.semantic.ranking import RankingStrategy, rank_keys
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io import ParquetWriter
-from beam_curator.tasks import DocumentBatch, Task
+from beam_curator.stages.io.writer import write_atomically
+from beam_curator.tasks import DocumentBatch, FileGroupTask
 from beam_curator.workflows.semantic.clustering import embedding_matrix
+from beam_curator.workflows.semantic.grouping import ClusterRangeTask
 from beam_curator.workflows.semantic.layout import parquet_files, read_parquet
 
 
 # Hive keys of the folders of each cluster's members and visitors (see grouping).
 MEMBERS_KEY, VISITORS_KEY = "nearest_cent", "second_nearest_cent"
-
-
-@dataclass
-class ClusterTask(Task[int]):
-    """One k-means cluster; its id is the cluster number, so it is stable across runs."""
-
-    def get_deterministic_id(self) -> str:
-        return f"cluster{self.data}"
 
 
 def read_folder(url: str, columns: list[str] | None = None) -> pa.Table | None:
@@ -36,21 +40,32 @@ def read_folder(url: str, columns: list[str] | None = None) -> pa.Table | None:
     return pa.concat_tables(tables) if tables else None
 
 
-class ListClustersStage(ProcessingStage):
-    """The source: every cluster that received documents."""
+@dataclass
+class ClustersRead:
+    """The documents of several clusters, cluster after cluster."""
 
-    name = "list_clusters"
-    is_source_stage = True
+    table: pa.Table
+    clusters: list[int]
+    starts: list[int]  # where each cluster's rows begin in ``table``
 
-    def __init__(self, by_center: str) -> None:
-        self.by_center = by_center
 
-    def process(self, task: Task) -> list[ClusterTask]:
-        fs, path = fsspec.core.url_to_fs(self.by_center)
-        folders = {int(folder.rsplit("=", 1)[1]): folder for folder in fs.glob(f"{path}/{MEMBERS_KEY}=*")}
-        # The cluster's folder is the partition's input, which the logs name.
-        return [ClusterTask(dataset_name="clusters", data=cluster, _metadata={"source_files": [folders[cluster]]})
-                for cluster in sorted(folders)]
+def read_clusters(root: str, key: str, low: int, high: int) -> ClustersRead | None:
+    """Clusters ``low`` (included) to ``high`` (excluded) of the hive folders
+    ``<root>/<key>=<c>``, in cluster order; None when none of them has documents."""
+    fs, path = fsspec.core.url_to_fs(root)
+    present = sorted(
+        number for number in (int(folder.rsplit("=", 1)[1]) for folder in fs.glob(f"{path}/{key}=*"))
+        if low <= number < high
+    )
+    tables, clusters, starts, rows = [], [], [], 0
+    for cluster in present:
+        table = read_folder(f"{root}/{key}={cluster}")
+        if table is not None and table.num_rows:
+            tables.append(table)
+            clusters.append(cluster)
+            starts.append(rows)
+            rows += table.num_rows
+    return ClustersRead(pa.concat_tables(tables, promote_options="default"), clusters, starts) if tables else None
 
 
 @dataclass
@@ -72,7 +87,9 @@ class PairwiseSettings:
 
 class ClusterPairwiseStage(ProcessingStage):
     """Scores each member of a cluster against the members ranked before it
-    (and, with the cross-cluster pass, against the cluster's visitors)."""
+    (and, with the cross-cluster pass, against the cluster's visitors), for
+    every cluster of a range. The result's ``_metadata["clusters"]`` says
+    which rows belong to which cluster."""
 
     name = "pairwise"
 
@@ -81,43 +98,63 @@ class ClusterPairwiseStage(ProcessingStage):
         self.visitors = visitors
         self.settings = settings
 
-    def _load(self, folder: str) -> tuple | None:
-        s = self.settings
-        table = read_folder(folder)
-        if table is None or table.num_rows == 0:
-            return None
+    def _load(self, read: ClustersRead) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Ids, unit vectors and rank keys of every document read."""
+        s, table = self.settings, read.table
         ids, vectors = embedding_matrix(table, s.id_column, s.embedding_column)
-        if s.ranking is not None:
-            columns = {name: table.column(name).to_numpy() for name in s.ranking.metadata_cols if name in table.column_names}
-            return ids, vectors, s.ranking.cluster_keys(ids, columns)
-        keys = rank_keys(
-            ids, table.column("cosine_dist_to_cent").to_numpy(), table.column("l2_dist_to_cent").to_numpy(),
-            s.which_to_keep, s.distance_metric, s.seed,
-        )
+        if s.ranking is None:
+            keys = rank_keys(
+                ids, table.column("cosine_dist_to_cent").to_numpy(), table.column("l2_dist_to_cent").to_numpy(),
+                s.which_to_keep, s.distance_metric, s.seed,
+            )
+            return ids, vectors, keys
+        # A ranking strategy orders each cluster on its own.
+        columns = {name: table.column(name).to_numpy() for name in s.ranking.metadata_cols if name in table.column_names}
+        keys = np.empty(len(ids), dtype=np.float64)
+        for low, high in zip(read.starts, [*read.starts[1:], len(ids)]):
+            keys[low:high] = s.ranking.cluster_keys(ids[low:high], {n: c[low:high] for n, c in columns.items()})
         return ids, vectors, keys
 
-    def process(self, task: ClusterTask) -> DocumentBatch:
-        result = DocumentBatch(dataset_name="pairwise", data=self._scores(task.data))
-        result._metadata = {"centroid_id": task.data}
+    def process(self, task: ClusterRangeTask) -> DocumentBatch:
+        low, high = task.data
+        frame, clusters = self._scores(low, high)
+        result = DocumentBatch(dataset_name="pairwise", data=frame)
+        result._metadata = {"clusters": clusters}
         return result
 
-    def _scores(self, cluster: int) -> pd.DataFrame:
+    def _scores(self, low: int, high: int) -> tuple[pd.DataFrame, list[tuple[int, int, int]]]:
+        """Score rows of the range, cluster after cluster, and (cluster, first row, end row) of each."""
         s = self.settings
-        members = self._load(f"{self.by_center}/{MEMBERS_KEY}={cluster}")
+        members = read_clusters(self.by_center, MEMBERS_KEY, low, high)
         if members is None:
-            return pd.DataFrame({"id": [], "max_id": [], "cosine_sim_score": []})
-        ids, vectors, keys = members
-        frame = semdedup_cluster_by_keys(ids, vectors, keys, s.order, s.batch_size)
+            return pd.DataFrame({ID: [], MAX_ID: [], SCORE: []}), []
+        ids, unit, keys = self._load(members)
+        frame = semdedup_clusters(ids, unit, keys, members.starts, s.order, s.batch_size)
+        sizes = np.diff([*members.starts, len(ids)])
         if self.visitors is None:  # NeMo Curator's columns; the rest only serves combining passes
-            return frame[[ID, MAX_ID, SCORE]]
+            return frame[[ID, MAX_ID, SCORE]], _cluster_rows(members.clusters, sizes)
         frame["pass"] = "cluster"
-        visitors = self._load(f"{self.visitors}/{VISITORS_KEY}={cluster}")
+        frame["cluster"] = np.repeat(members.clusters, sizes)
+        parts = [frame]
+        visitors = read_clusters(self.visitors, VISITORS_KEY, low, high)
         if visitors is not None:
-            cross = cross_cluster_scores(ids, vectors, keys, *visitors, s.which_to_keep, s.batch_size)
-            cross["pass"] = "cross"
-            frame = pd.concat([frame, cross], ignore_index=True)
-        frame["cluster"] = cluster
-        return frame
+            v_ids, v_unit, v_keys = self._load(visitors)
+            v_bounds = dict(zip(visitors.clusters, zip(visitors.starts, [*visitors.starts[1:], len(v_ids)])))
+            for cluster, start, size in zip(members.clusters, members.starts, sizes):
+                if cluster in v_bounds:
+                    a, b = v_bounds[cluster]
+                    m = slice(start, start + size)
+                    cross = cross_cluster_scores(ids[m], unit[m], keys[m], v_ids[a:b], v_unit[a:b], v_keys[a:b],
+                                                 s.which_to_keep, s.batch_size)
+                    parts.append(cross.assign(**{"pass": "cross", "cluster": cluster}))
+        combined = pd.concat(parts, ignore_index=True).sort_values("cluster", kind="stable", ignore_index=True)
+        counts = combined["cluster"].value_counts().reindex(members.clusters).to_numpy()
+        return combined, _cluster_rows(members.clusters, counts)
+
+
+def _cluster_rows(clusters: list[int], sizes: np.ndarray) -> list[tuple[int, int, int]]:
+    ends = np.cumsum(sizes)
+    return [(int(c), int(end - size), int(end)) for c, size, end in zip(clusters, sizes, ends)]
 
 
 class ClusterScoresWriter(ParquetWriter):
@@ -125,5 +162,15 @@ class ClusterScoresWriter(ParquetWriter):
 
     name = "pairwise_writer"
 
-    def file_stem(self, task: DocumentBatch) -> str:
-        return f"cluster_{task._metadata['centroid_id']}"
+    def process(self, task: DocumentBatch) -> FileGroupTask:
+        table = task.to_pyarrow()
+        urls, records = [], []
+        for cluster, start, end in task._metadata["clusters"]:
+            url = f"{self.path}/cluster_{cluster}.parquet"
+            part = table.slice(start, end - start)
+            size = write_atomically(url, lambda handle, part=part: self.serialize(part, handle))
+            urls.append(url)
+            records.append([relative_name(self.path, url), size, part.num_rows])
+        result = FileGroupTask(dataset_name=task.dataset_name, data=urls)
+        result._metadata = {"num_records": table.num_rows, "written": records}
+        return result

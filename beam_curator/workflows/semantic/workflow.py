@@ -15,13 +15,12 @@ from typing import Any
 import numpy as np
 
 from beam_curator.dedup.semantic.ranking import RankingStrategy
-from beam_curator.stages.io import ParquetReader, ParquetWriter
+from beam_curator.stages.io import ParquetReader
 from beam_curator.stages.io.writer import write_atomically
 from beam_curator.workflows.semantic.clustering import (
     AssignClustersStage,
     KMeansSettings,
-    SampleRowsStage,
-    check_unique_ids,
+    SampleWriter,
     count_rows,
     embeddings_fingerprint,
     fit_centroids,
@@ -34,14 +33,16 @@ from beam_curator.workflows.semantic.grouping import (
     RangeFilesWriter,
     cluster_ranges,
 )
+from beam_curator.workflows.semantic.id_check import (
+    ListIdBucketsStage,
+    RepeatedIdsStage,
+    RepeatedIdsWriter,
+    bucket_count,
+    raise_if_repeated,
+)
 from beam_curator.workflows.semantic.identification import identify, write_analysis
 from beam_curator.workflows.semantic.layout import CacheLayout, parquet_files
-from beam_curator.workflows.semantic.pairwise_phase import (
-    ClusterPairwiseStage,
-    ClusterScoresWriter,
-    ListClustersStage,
-    PairwiseSettings,
-)
+from beam_curator.workflows.semantic.pairwise_phase import ClusterPairwiseStage, ClusterScoresWriter, PairwiseSettings
 from beam_curator.workflows.semantic.recall_phase import RECALL_EPS, measure_recall
 from beam_curator.workflows.semantic.parameters import (
     apply_storage_options,
@@ -204,7 +205,7 @@ class SemanticDeduplicationWorkflow:
         with self.book.timed("kmeans"):
             cluster_key = self._cluster(files, input_key or embeddings_fingerprint(folders))
         with self.book.timed("pairwise"):
-            pairwise_key = self._pairwise(cluster_key)
+            pairwise_key = self._pairwise(cluster_key, files)
         metadata: dict[str, Any] = {
             "kmeans_results_path": self.layout.kmeans_results,
             "pairwise_results_path": self.layout.pairwise_results,
@@ -256,25 +257,33 @@ class SemanticDeduplicationWorkflow:
         return key
 
     def _fit(self, files: list[str], total_rows: int, key: str) -> None:
-        """Sample in parallel (resumable), then fit in the driver on the sample alone."""
+        """Sample in parallel (resumable), check that ids are unique on the
+        workers, then fit in the driver on the sample alone."""
         columns = [self.id_field, self.embedding_field]
         keep = sample_fraction(files, total_rows, self.embedding_field, self.kmeans)
         if not self.book.is_done("kmeans-started", key):  # new embeddings or settings: start over
-            stale = [self.layout.kmeans_results, self.layout.kmeans_sample]
-            for folder in stale + [self.layout.checkpoint(p) for p in ("kmeans-sample", "assign", "group-by-cluster")]:
+            stale = [self.layout.kmeans_results, self.layout.kmeans_sample, self.layout.id_buckets, self.layout.repeated_ids]
+            phases = ("kmeans-sample", "check-ids", "assign", "group-by-cluster")
+            for folder in stale + [self.layout.checkpoint(p) for p in phases]:
                 remove_tree(folder)
-            check_unique_ids(files, self.id_field)
             self.book.mark_done("kmeans-started", key)
+        buckets = bucket_count(total_rows)
         self.book.run_stages("kmeans-sample", [
             ParquetReader(files, files_per_partition=1, fields=columns),
-            SampleRowsStage(keep, self.kmeans.seed, self.id_field),
-            ParquetWriter(self.layout.kmeans_sample),
+            SampleWriter(self.layout.cache_path, self.layout.kmeans_sample, self.layout.id_buckets, buckets, keep,
+                         self.kmeans.seed, self.id_field),
         ], self.layout.checkpoint("kmeans-sample"))
+        self.book.run_stages("check-ids", [
+            ListIdBucketsStage(buckets),
+            RepeatedIdsStage(self.layout.id_buckets, self.id_field),
+            RepeatedIdsWriter(self.layout.repeated_ids),
+        ], self.layout.checkpoint("check-ids"))
+        raise_if_repeated(self.layout.repeated_ids, self.id_field)
         centroids = fit_centroids(parquet_files(self.layout.kmeans_sample), *columns, self.kmeans)
         write_atomically(self.layout.centroids, lambda handle: np.save(handle, centroids))
         self.book.mark_done("kmeans-fit", key, [self.layout.centroids], settings=asdict(self.kmeans))
 
-    def _pairwise(self, cluster_key: str) -> str:
+    def _pairwise(self, cluster_key: str, files: list[str]) -> str:
         key = digest([cluster_key, asdict(self.pairwise)])
         if self.book.is_done("pairwise", key):
             logger.info("pairwise: results complete, reusing %s", self.layout.pairwise_results)
@@ -284,8 +293,9 @@ class SemanticDeduplicationWorkflow:
                 remove_tree(stale)
             self.book.mark_done("pairwise-started", key)
         visitors = self.layout.visitors if self.pairwise.cross_cluster else None
+        ranges = cluster_ranges(self.kmeans.n_clusters, count_rows(files, self.id_field, self.embedding_field))
         self.book.run_stages("pairwise", [
-            ListClustersStage(self.layout.by_nearest_center),
+            ListClusterRangesStage(ranges),
             ClusterPairwiseStage(self.layout.by_nearest_center, visitors, self.pairwise),
             ClusterScoresWriter(self.layout.pairwise_results),
         ], self.layout.checkpoint("pairwise"))
