@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from beam_curator.checkpoint.files import relative_name
-from beam_curator.dedup.semantic.kmeans import InitOptions, assign, fit_kmeans
+from beam_curator.dedup.semantic.kmeans_options import InitOptions
 from beam_curator.dedup.semantic.normalize import l2_normalize
 from beam_curator.dedup.semantic.ranking import uniform_by_id
 from beam_curator.stages import ProcessingStage
@@ -154,6 +154,8 @@ class SampleRowsStage(ProcessingStage):
 def fit_centroids(sample_files: list[str], id_column: str, embedding_column: str, settings: KMeansSettings) -> np.ndarray:
     """Fit on the sample that :class:`SampleRowsStage` wrote, in id order, so
     that the centroids do not depend on how the sample's files are named."""
+    from beam_curator.dedup.semantic.kmeans import fit_kmeans  # imports torch: only when k-means runs
+
     tables = [read_parquet(path, [id_column, embedding_column]) for path in sample_files]
     rows = sum(table.num_rows for table in tables)
     if rows < settings.n_clusters:
@@ -186,6 +188,8 @@ class AssignClustersStage(ProcessingStage):
             self.centroids = np.load(handle)
 
     def process(self, task: DocumentBatch) -> DocumentBatch:
+        from beam_curator.dedup.semantic.kmeans import assign  # imports torch: only when k-means runs
+
         table = task.to_pyarrow()
         if table.num_rows == 0:
             return task

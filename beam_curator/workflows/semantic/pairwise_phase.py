@@ -8,8 +8,6 @@ import fsspec
 import pandas as pd
 import pyarrow as pa
 
-from beam_curator.dedup.semantic.cross_cluster import cross_cluster_scores
-from beam_curator.dedup.semantic.pairwise import ID, MAX_ID, SCORE, semdedup_cluster_by_keys
 from beam_curator.dedup.semantic.ranking import RankingStrategy, rank_keys
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io import ParquetWriter
@@ -102,6 +100,10 @@ class ClusterPairwiseStage(ProcessingStage):
         return result
 
     def _scores(self, cluster: int) -> pd.DataFrame:
+        # The kernels import torch: only when a cluster is scored.
+        from beam_curator.dedup.semantic.cross_cluster import cross_cluster_scores
+        from beam_curator.dedup.semantic.pairwise import ID, MAX_ID, SCORE, semdedup_cluster_by_keys
+
         s = self.settings
         members = self._load(f"{self.by_center}/{MEMBERS_KEY}={cluster}")
         if members is None:
