@@ -25,6 +25,7 @@ SCRIPTS = (
     "bench_pairwise.py",
     "bench_kmeans.py",
     "bench_checkpoint.py",
+    "bench_rerun.py",
     "bench_recall.py",
     "bench_e2e.py",
     "bench_embedding.py",
