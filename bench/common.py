@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import platform
+import resource
 import statistics
 import sys
 import time
@@ -103,8 +104,10 @@ def publish(script: str, body: str, append: Path | None, machine: str | None = N
 @dataclass(frozen=True)
 class Timing:
     """Median seconds of one contender: wall clock, and CPU time of the whole
-    process. With one thread the CPU time leaves out the time the process sat
-    waiting for a core, so on a loaded machine it is the steadier measure."""
+    process and of the child processes that ended meanwhile (so a contender
+    that runs a command is timed whole). With one thread the CPU time leaves
+    out the time the process sat waiting for a core, so on a loaded machine
+    it is the steadier measure."""
 
     wall: float
     cpu: float
@@ -136,11 +139,17 @@ def interleaved_timings(
     for round_ in range(repeats):
         shift = round_ % len(names)
         for name in names[shift:] + names[:shift]:
-            start, start_cpu = time.perf_counter(), time.process_time()
+            start, start_cpu = time.perf_counter(), _cpu_seconds()
             contenders[name]()
-            cpu[name].append(time.process_time() - start_cpu)
+            cpu[name].append(_cpu_seconds() - start_cpu)
             wall[name].append(time.perf_counter() - start)
     return {name: Timing(statistics.median(wall[name]), statistics.median(cpu[name])) for name in names}
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its children that have ended."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 def corpus_path(given: Path | None = None) -> Path:

@@ -12,6 +12,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -157,13 +158,23 @@ def test_make_embedding_handler_backends():
         make_embedding_handler("onnx")  # type: ignore[arg-type]
 
 
-def test_package_imports_without_engines():
+def test_package_imports_without_engines_or_torch():
+    """The handlers load on first use: Beam's ModelHandler, their base, imports torch."""
     code = (
         "import sys, beam_curator.models; "
-        "loaded = [m for m in ('vllm', 'sentence_transformers') if m in sys.modules]; "
-        "assert not loaded, loaded"
+        "loaded = [m for m in ('vllm', 'sentence_transformers', 'torch') if m in sys.modules]; "
+        "assert not loaded, loaded; "
+        "beam_curator.models.SentenceTransformerEmbeddingHandler; "
+        "assert 'torch' in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+@pytest.mark.skipif(not version("torch").endswith("+cpu"), reason="needs a CPU-only torch build")
+def test_auto_on_a_cpu_only_torch_build_is_decided_without_importing_torch():
+    code = "import sys; from beam_curator.models import choose_backend; print(choose_backend(), 'torch' in sys.modules)"
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert found.stdout.split() == ["sentence-transformers", "False"]
 
 
 # --- resolve_model ---------------------------------------------------------

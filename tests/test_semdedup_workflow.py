@@ -9,7 +9,9 @@ left behind; embedding is the slow part, so nothing embeds twice.
 from __future__ import annotations
 
 import csv
+import json
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,12 +61,16 @@ class Run:
         return [row for file in sorted(self.input_dir.glob("*.jsonl")) for row in jsonl_rows(file)]
 
 
+SETTINGS = {
+    "embedding_backend": "sentence-transformers", "embedding_max_chars": MAX_CHARS, "n_clusters": 4, "runner": "local",
+    "input_filetype": "jsonl", "output_filetype": "jsonl",
+}
+# What a rerun with nothing to do must not import (each takes seconds to load).
+HEAVY_MODULES = ("torch", "sentence_transformers", "transformers", "vllm", "matplotlib")
+
+
 def workflow(input_dir: Path, base: Path, **settings: object) -> TextSemanticDeduplicationWorkflow:
-    return TextSemanticDeduplicationWorkflow(
-        str(input_dir), str(base / "output"), str(base / "cache"), embedding_backend="sentence-transformers",
-        embedding_max_chars=MAX_CHARS, n_clusters=4, runner="local", input_filetype="jsonl", output_filetype="jsonl",
-        **settings,
-    )
+    return TextSemanticDeduplicationWorkflow(str(input_dir), str(base / "output"), str(base / "cache"), **SETTINGS, **settings)
 
 
 def finished(input_dir: Path, base: Path, result: WorkflowResult, logs: list[str]) -> Run:
@@ -115,6 +121,25 @@ def cached_embeddings(cache: Path, id_column: str) -> tuple[np.ndarray, np.ndarr
     frame = pd.concat([pd.read_parquet(file) for file in sorted((cache / "embeddings").glob("*.parquet"))])
     vectors = np.stack(frame["embeddings"].to_numpy()).astype(np.float64)
     return frame[id_column].to_numpy(), vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def rerun_in_fresh_interpreter(script: str, *args: str) -> tuple[str, list[str]]:
+    """Run ``script`` (which ends by printing the heavy modules it loaded as a
+    JSON list) in a new Python process; its logs and those modules."""
+    finished = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=300)
+    assert finished.returncode == 0, finished.stderr
+    return finished.stderr, json.loads(finished.stdout.strip().splitlines()[-1])
+
+
+PRINT_HEAVY = f"import json; print(json.dumps(sorted(set({HEAVY_MODULES!r}) & set(sys.modules))))"
+
+
+def assert_did_nothing(logs: str) -> None:
+    for phase in ("embedding: inputs and settings unchanged and outputs in place, nothing to do", "k-means: embeddings and settings unchanged, reusing",
+                  "pairwise: results complete, reusing", "identification: scores and eps unchanged, reusing",
+                  "removal: inputs and settings unchanged and outputs in place, nothing to do"):
+        assert phase in logs
+    assert "partitions pending" not in logs, "a Beam pipeline ran"
 
 
 def test_every_exact_duplicate_is_found(user_ids: Run) -> None:
@@ -188,15 +213,43 @@ def test_a_second_run_does_no_work_and_gives_the_same_duplicates(user_ids: Run) 
     duplicates = duplicate_ids(user_ids.output)
     with captured_logs() as logs:
         again = workflow(user_ids.input_dir, user_ids.output.parent, id_field="doc_id", eps=EPS).run()
-    text = "\n".join(logs)
-    for phase in ("embedding: inputs and settings unchanged and outputs in place, nothing to do", "k-means: embeddings and settings unchanged, reusing",
-                  "pairwise: results complete, reusing", "identification: scores and eps unchanged, reusing",
-                  "removal: inputs and settings unchanged and outputs in place, nothing to do"):
-        assert phase in text
-    assert "partitions pending" not in text, "a Beam pipeline ran"
+    assert_did_nothing("\n".join(logs))
     assert file_times(user_ids.cache, user_ids.output) == before
     pd.testing.assert_frame_equal(duplicate_ids(user_ids.output), duplicates)
     assert again.metadata["num_duplicates_removed"] == user_ids.result.metadata["num_duplicates_removed"]
+
+
+def test_a_rerun_through_the_python_api_does_nothing_and_loads_no_engine(user_ids: Run) -> None:
+    """A fresh interpreter, as a user's script: nothing is rewritten, and
+    neither torch nor a model library nor matplotlib is even imported."""
+    before = file_times(user_ids.cache, user_ids.output)
+    settings = {**SETTINGS, "id_field": "doc_id", "eps": EPS}
+    script = (
+        "import sys\n"
+        "from beam_curator.logs import configure_logging\n"
+        "from beam_curator.workflows import TextSemanticDeduplicationWorkflow\n"
+        "configure_logging()\n"
+        f"TextSemanticDeduplicationWorkflow({str(user_ids.input_dir)!r}, {str(user_ids.output)!r}, "
+        f"{str(user_ids.cache)!r}, **{settings!r}).run()\n"
+        f"{PRINT_HEAVY}\n"
+    )
+    logs, loaded = rerun_in_fresh_interpreter(script)
+    assert_did_nothing(logs)
+    assert loaded == []
+    assert file_times(user_ids.cache, user_ids.output) == before
+
+
+def test_a_rerun_of_the_command_does_nothing_and_loads_no_engine(user_ids: Run) -> None:
+    before = file_times(user_ids.cache, user_ids.output)
+    script = f"import sys; from beam_curator.cli.main import main; code = main(sys.argv[1:]); {PRINT_HEAVY}; sys.exit(code)"
+    logs, loaded = rerun_in_fresh_interpreter(
+        script, "semdedup", "--input", str(user_ids.input_dir), "--output", str(user_ids.output),
+        "--cache", str(user_ids.cache), "--input-filetype", "jsonl", "--embedding-backend", "sentence-transformers",
+        "--embedding-max-chars", str(MAX_CHARS), "--n-clusters", "4", "--id-field", "doc_id", "--eps", str(EPS),
+    )
+    assert_did_nothing(logs)
+    assert loaded == []
+    assert file_times(user_ids.cache, user_ids.output) == before
 
 
 def test_a_deleted_output_is_written_again_without_embedding(user_ids: Run) -> None:

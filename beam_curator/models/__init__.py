@@ -3,23 +3,37 @@
 Feed ``str`` elements (or ``(key, str)`` pairs through
 ``apache_beam.ml.inference.base.KeyedModelHandler``) to
 ``RunInference(make_embedding_handler(...))`` to get one float32 vector per
-text. Engines are imported only when a model loads.
+text. Engines are imported only when a model loads, and the handlers (whose
+base class, Beam's ``ModelHandler``, imports torch and scipy) on first use, so
+that a run with nothing to embed loads none of them.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
-from typing import Any, Literal
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any, Literal
 
-from beam_curator.models.base import EmbeddingModelHandler, EmbeddingOptions, TextEmbedder
 from beam_curator.models.resolve import (
     DEFAULT_MODEL,
     RECOMMENDED_GPU_MODEL,
     ModelNotFoundError,
     resolve_model,
 )
-from beam_curator.models.sentence_transformers import SentenceTransformerEmbeddingHandler
-from beam_curator.models.vllm import VLLMEmbeddingHandler
+
+if TYPE_CHECKING:
+    from beam_curator.models.base import EmbeddingModelHandler, EmbeddingOptions, TextEmbedder
+    from beam_curator.models.sentence_transformers import SentenceTransformerEmbeddingHandler
+    from beam_curator.models.vllm import VLLMEmbeddingHandler
+
+_LAZY = {
+    "EmbeddingModelHandler": "beam_curator.models.base",
+    "EmbeddingOptions": "beam_curator.models.base",
+    "TextEmbedder": "beam_curator.models.base",
+    "SentenceTransformerEmbeddingHandler": "beam_curator.models.sentence_transformers",
+    "VLLMEmbeddingHandler": "beam_curator.models.vllm",
+}
 
 Backend = Literal["vllm", "sentence-transformers", "auto"]
 
@@ -39,6 +53,21 @@ __all__ = [
 ]
 
 
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'beam_curator.models' has no attribute {name!r}")
+
+
+def _torch_may_see_cuda() -> bool:
+    """False for a CPU-only torch build (its version ends in ``+cpu``), learnt
+    from the package's metadata: importing torch to ask takes seconds."""
+    try:
+        return not version("torch").endswith("+cpu")
+    except PackageNotFoundError:
+        return False
+
+
 def choose_backend() -> Literal["vllm", "sentence-transformers"]:
     """What ``backend="auto"`` means on this machine.
 
@@ -49,7 +78,7 @@ def choose_backend() -> Literal["vllm", "sentence-transformers"]:
     machine of BENCHMARKS.md, where vLLM's CPU build also spends about 50 s
     starting (engine process, warm-up) before the first vector.
     """
-    if importlib.util.find_spec("vllm") is not None:
+    if importlib.util.find_spec("vllm") is not None and _torch_may_see_cuda():
         import torch
 
         if torch.cuda.is_available():
@@ -67,8 +96,12 @@ def make_embedding_handler(
     """
     chosen = choose_backend() if backend == "auto" else backend
     if chosen == "vllm":
+        from beam_curator.models.vllm import VLLMEmbeddingHandler
+
         return VLLMEmbeddingHandler(model_identifier, **kwargs)
     if chosen == "sentence-transformers":
+        from beam_curator.models.sentence_transformers import SentenceTransformerEmbeddingHandler
+
         return SentenceTransformerEmbeddingHandler(model_identifier, **kwargs)
     raise ValueError(
         f"Unknown embedding backend {backend!r}; use 'vllm', 'sentence-transformers' or 'auto'"

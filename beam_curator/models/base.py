@@ -177,3 +177,37 @@ class EmbeddingModelHandler(ModelHandler[str, PredictionResult, M]):
                 "or wrap the handler in KeyedModelHandler for (key, text) pairs."
             )
         return text if self._max_chars is None else text[: self._max_chars]
+
+
+class TextListHandler(ModelHandler[list, np.ndarray, Any]):
+    """Adapts a handler of single texts (returning ``PredictionResult``s) to
+    examples that are lists of texts, returning one (n, dim) array per list."""
+
+    def __init__(self, text_handler: ModelHandler) -> None:
+        super().__init__()
+        self.text_handler = text_handler
+
+    def load_model(self) -> Any:
+        return self.text_handler.load_model()
+
+    def share_model_across_processes(self) -> bool:
+        return self.text_handler.share_model_across_processes()
+
+    def model_copies(self) -> int:
+        return self.text_handler.model_copies()
+
+    def batch_elements_kwargs(self) -> dict[str, Any]:
+        return {"min_batch_size": 1, "max_batch_size": 1}
+
+    def run_inference(self, batch: Sequence[list], model: Any, inference_args=None) -> Iterable[np.ndarray]:
+        flat = [text for texts in batch for text in texts]
+        results = list(self.text_handler.run_inference(flat, model, inference_args)) if flat else []
+        vectors = [result.inference for result in results]
+        out, start = [], 0
+        for texts in batch:
+            out.append(np.asarray(vectors[start : start + len(texts)], dtype=np.float32).reshape(len(texts), -1))
+            start += len(texts)
+        return out
+
+    def get_num_bytes(self, batch: Sequence[list]) -> int:
+        return sum(len(text) for texts in batch for text in texts)

@@ -31,11 +31,11 @@ the sequence is the same on every device.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Union
 
 import numpy as np
 import torch
+
+from beam_curator.dedup.semantic.kmeans_options import InitOptions
 
 # Measured on normalised mixtures of 200-250 gaussians, d=384, k = number of
 # modes, 4 seeds: 32 rows per cluster in 64 dimensions gave a converged
@@ -47,41 +47,6 @@ _SEED_DIMS = 64
 _PARALLEL_ROUNDS = 5  # oversampling rounds of k-means|| (Bahmani et al. find ~5 enough)
 _RECLUSTER_TRIES = 3
 _RECLUSTER_ITERS = 20
-
-Init = Union[str, np.ndarray]
-INIT_METHODS = ("k-means||", "k-means++", "random")
-
-
-@dataclass(frozen=True)
-class InitOptions:
-    """How a fit starts: ``init`` (see the module), ``n_init`` runs (or
-    ``"auto"``: 1, or 10 for ``"random"``, as scikit-learn and cuML), the
-    k-means|| ``oversampling_factor``, and ``max_samples_per_batch``, the
-    most rows whose distances to all centroids are computed at once (caps
-    the fit's working memory; None: only the backend's own block budget)."""
-
-    init: Init = "k-means||"
-    n_init: int | str = 1
-    oversampling_factor: float = 2.0
-    max_samples_per_batch: int | None = 1 << 15
-
-    def __post_init__(self) -> None:
-        if isinstance(self.init, str) and self.init not in INIT_METHODS:
-            raise ValueError(f"kmeans init must be one of {', '.join(INIT_METHODS)} or an array of centroids, got {self.init!r}")
-        if self.n_init != "auto" and (isinstance(self.n_init, bool) or not isinstance(self.n_init, int) or self.n_init < 1):
-            raise ValueError(f"kmeans n_init must be a positive integer or 'auto', got {self.n_init!r}")
-        if not self.oversampling_factor > 0:
-            raise ValueError(f"kmeans oversampling_factor must be > 0, got {self.oversampling_factor!r}")
-        if self.max_samples_per_batch is not None and self.max_samples_per_batch < 1:
-            raise ValueError(f"kmeans max_samples_per_batch must be >= 1, got {self.max_samples_per_batch!r}")
-
-    def starts(self) -> int:
-        """Runs to make: an array of centroids is one start, whatever ``n_init`` says."""
-        if not isinstance(self.init, str):
-            return 1
-        if self.n_init == "auto":
-            return 10 if self.init == "random" else 1
-        return int(self.n_init)
 
 
 def initial_centroids(x: torch.Tensor, k: int, gen: torch.Generator, options: InitOptions) -> torch.Tensor:

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from beam_curator.checkpoint.files import relative_name
-from beam_curator.dedup.semantic.kmeans import InitOptions, assign, fit_kmeans
+from beam_curator.dedup.semantic.kmeans_options import InitOptions
 from beam_curator.dedup.semantic.normalize import l2_normalize
 from beam_curator.dedup.semantic.ranking import uniform_by_id
 from beam_curator.stages import ProcessingStage
@@ -161,6 +161,8 @@ def fit_centroids(sample_files: list[str], id_column: str, embedding_column: str
     that the centroids do not depend on how the sample's files are named.
     The sample's vectors are held once: each file's rows go straight to
     their place in one array."""
+    from beam_curator.dedup.semantic.kmeans import fit_kmeans  # imports torch: only when k-means runs
+
     ids = [read_parquet(path, [id_column]).column(0).to_numpy(zero_copy_only=False) for path in sample_files]
     rows = sum(len(part) for part in ids)
     if rows < settings.n_clusters:
@@ -203,6 +205,8 @@ class AssignClustersStage(ProcessingStage):
             self.centroids = np.load(handle)
 
     def process(self, task: DocumentBatch) -> DocumentBatch:
+        from beam_curator.dedup.semantic.kmeans import assign  # imports torch: only when k-means runs
+
         table = task.to_pyarrow()
         if table.num_rows == 0:
             return task

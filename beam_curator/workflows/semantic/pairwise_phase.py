@@ -18,8 +18,6 @@ import pandas as pd
 import pyarrow as pa
 
 from beam_curator.checkpoint.files import relative_name
-from beam_curator.dedup.semantic.cross_cluster import cross_cluster_scores
-from beam_curator.dedup.semantic.pairwise import ID, MAX_ID, SCORE, semdedup_clusters
 from beam_curator.dedup.semantic.ranking import RankingStrategy, rank_keys
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io import ParquetWriter
@@ -124,6 +122,10 @@ class ClusterPairwiseStage(ProcessingStage):
 
     def _scores(self, low: int, high: int) -> tuple[pd.DataFrame, list[tuple[int, int, int]]]:
         """Score rows of the range, cluster after cluster, and (cluster, first row, end row) of each."""
+        # The kernels import torch: only when a range is scored.
+        from beam_curator.dedup.semantic.cross_cluster import cross_cluster_scores
+        from beam_curator.dedup.semantic.pairwise import ID, MAX_ID, SCORE, semdedup_clusters
+
         s = self.settings
         members = read_clusters(self.by_center, MEMBERS_KEY, low, high)
         if members is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from functools import partial
 from typing import Any
 
 from beam_curator.dedup.semantic.ranking import RankingStrategy
@@ -243,8 +244,9 @@ class TextSemanticDeduplicationWorkflow:
             self.on_bad_record, self.input_extensions,
         )
         settings = dict(self.embedding)
-        handler = make_embedding_handler(settings.pop("backend"), settings.pop("model_identifier"),
-                                         **{k: v for k, v in settings.items() if v is not None})
+        # Made only if the phase runs: the handler classes import torch.
+        handler = partial(make_embedding_handler, settings.pop("backend"), settings.pop("model_identifier"),
+                          **{k: v for k, v in settings.items() if v is not None})
         embeddings = f"{self.cache_path}/embeddings"
         details = self.semantic.book.run_partitioned("embedding", [
             *reading,

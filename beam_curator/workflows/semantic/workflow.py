@@ -40,10 +40,8 @@ from beam_curator.workflows.semantic.id_check import (
     bucket_count,
     raise_if_repeated,
 )
-from beam_curator.workflows.semantic.identification import identify, write_analysis
 from beam_curator.workflows.semantic.layout import CacheLayout, parquet_files
 from beam_curator.workflows.semantic.pairwise_phase import ClusterPairwiseStage, ClusterScoresWriter, PairwiseSettings
-from beam_curator.workflows.semantic.recall_phase import RECALL_EPS, measure_recall
 from beam_curator.workflows.semantic.parameters import (
     apply_storage_options,
     check_cache_path,
@@ -211,6 +209,8 @@ class SemanticDeduplicationWorkflow:
             "pairwise_results_path": self.layout.pairwise_results,
         }
         if self.recall_sample:
+            from beam_curator.workflows.semantic.recall_phase import RECALL_EPS, measure_recall
+
             with self.book.timed("recall"):
                 eps_values = tuple(sorted({*RECALL_EPS, *([self.eps] if self.eps is not None else [])}))
                 metadata["recall"] = measure_recall(
@@ -311,6 +311,8 @@ class SemanticDeduplicationWorkflow:
         if self.book.is_done("identification", key):
             logger.info("identification: scores and eps unchanged, reusing %s", written)
             return self.book.details("identification")["results"]
+        from beam_curator.workflows.semantic.identification import identify, write_analysis  # imports torch
+
         if self.eps is None:
             write_analysis(self.layout.pairwise_results, self.pairwise.which_to_keep, self.layout.analysis)
             results: dict[str, Any] = {"analysis_path": self.layout.analysis}
