@@ -234,3 +234,19 @@ def test_module_loads_without_beam_or_gpu_packages() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_seeding_and_assignment_in_small_blocks_give_the_same_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """k-means|| compares every pool row with every candidate (pool x several
+    k distances: 11 GB at k = 3,000 if computed at once) and assignment every
+    row with every centroid; both go by blocks of rows. Blocks of a few rows
+    must give exactly the centroids and labels of the default blocks."""
+    from beam_curator.dedup.semantic import kmeans_seeding
+
+    x, _ = blobs(3000, 24, 40, 0.8, seed=3)
+    reference = fit_kmeans(x, 40, max_iter=5, seed=1, backend="torch", device="cpu")
+    labels = assign(x, reference.centroids, device="cpu").labels
+    monkeypatch.setattr(kmeans_seeding, "_BLOCK_ELEMENTS", 97)
+    blocked = fit_kmeans(x, 40, max_iter=5, seed=1, backend="torch", device="cpu")
+    np.testing.assert_allclose(blocked.centroids, reference.centroids, rtol=0, atol=1e-6)
+    assert np.array_equal(assign(x, reference.centroids, device="cpu", chunk_rows=7).labels, labels)

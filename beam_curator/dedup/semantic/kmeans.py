@@ -142,7 +142,9 @@ def assign(
 
     Rows are independent, so a worker can call this on any shard and the
     results concatenate to those of one call over all rows. Peak memory is
-    about ``chunk_rows * len(centroids) * 4`` bytes besides the outputs.
+    about ``chunk_rows * len(centroids) * 4`` bytes besides the outputs,
+    with chunks cut to at most 2**24 distances (64 MiB) when there are many
+    centroids.
     """
     _check_matrix(x, "x")
     _check_matrix(centroids, "centroids")
@@ -156,6 +158,7 @@ def assign(
     dev = resolve_device(device)
     cent = as_tensor(centroids, dev)
     k = cent.shape[0]
+    chunk_rows = min(chunk_rows, max(1, (1 << 24) // k))
     cent_sq = (cent * cent).sum(1)
     n = x.shape[0]
     out = {

@@ -47,6 +47,10 @@ _SEED_DIMS = 64
 _PARALLEL_ROUNDS = 5  # oversampling rounds of k-means|| (Bahmani et al. find ~5 enough)
 _RECLUSTER_TRIES = 3
 _RECLUSTER_ITERS = 20
+# Distances computed at once when every row is compared with many points
+# (64 MiB of float32): pool x candidates would otherwise be pool size x
+# several k, 11 GB at k = 3,000.
+_BLOCK_ELEMENTS = 1 << 24
 
 
 def initial_centroids(x: torch.Tensor, k: int, gen: torch.Generator, options: InitOptions) -> torch.Tensor:
@@ -80,6 +84,15 @@ def _sq_dist(rows: torch.Tensor, points: torch.Tensor, points_sq: torch.Tensor) 
     """(len(rows), len(points)) squared distances."""
     dist = torch.addmm(points_sq[None, :], rows, points.T, beta=1, alpha=-2)
     return dist.add_((rows * rows).sum(1)[:, None]).clamp_(min=0)
+
+
+def _nearest(rows: torch.Tensor, points: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For each row, the squared distance to its nearest point and that point's
+    index, a block of rows at a time."""
+    points_sq = (points * points).sum(1)
+    step = max(1, _BLOCK_ELEMENTS // max(1, len(points)))
+    found = [_sq_dist(rows[start : start + step], points, points_sq).min(1) for start in range(0, len(rows), step)]
+    return torch.cat([f.values for f in found]), torch.cat([f.indices for f in found])
 
 
 def _greedy_plus_plus(points: torch.Tensor, weights: torch.Tensor | None, k: int, gen: torch.Generator) -> torch.Tensor:
@@ -123,12 +136,12 @@ def _scalable_plus_plus(
         drawn = torch.nonzero(torch.rand(m, generator=gen, dtype=torch.float64).to(seeding.device) < chance).flatten()
         if drawn.numel():
             picked = torch.cat([picked, drawn])
-            closest = torch.minimum(closest, _sq_dist(seeding[drawn], seeding, seeding_sq).min(0).values)
+            closest = torch.minimum(closest, _nearest(seeding, seeding[drawn])[0])
     picked = torch.unique(picked)
     if len(picked) <= k:  # too few distinct candidates to choose among: greedy k-means++ on the pool
         return pool[_greedy_plus_plus(seeding, None, k, gen)].clone()
     candidates = seeding[picked]
-    owner = _sq_dist(seeding, candidates, (candidates * candidates).sum(1)).argmin(1)
+    owner = _nearest(seeding, candidates)[1]
     weights = torch.bincount(owner, minlength=len(picked)).to(seeding.dtype)
     best_labels, best_inertia = None, math.inf
     for _ in range(_RECLUSTER_TRIES):
@@ -150,7 +163,7 @@ def _weighted_lloyd(points: torch.Tensor, weights: torch.Tensor, seeds: torch.Te
     points_sq = (points * points).sum(1)
     labels = torch.empty(0, dtype=torch.long, device=points.device)
     for _ in range(_RECLUSTER_ITERS):
-        new_labels = _sq_dist(points, centroids, (centroids * centroids).sum(1)).argmin(1)
+        new_labels = _nearest(points, centroids)[1]
         new_labels[seeds] = torch.arange(len(seeds), device=points.device)
         if torch.equal(new_labels, labels):
             break
@@ -158,5 +171,6 @@ def _weighted_lloyd(points: torch.Tensor, weights: torch.Tensor, seeds: torch.Te
         sums = torch.zeros_like(centroids).index_add_(0, labels, points * weights[:, None])
         mass = torch.zeros(len(seeds), device=points.device, dtype=points.dtype).index_add_(0, labels, weights)
         centroids = sums / mass.clamp(min=1e-12)[:, None]
-    dist = _sq_dist(centroids, points, points_sq).T.gather(1, labels[:, None])[:, 0]
+    own = centroids[labels]
+    dist = (points_sq - 2 * (points * own).sum(1) + (own * own).sum(1)).clamp_(min=0)
     return labels, float((dist * weights).sum(dtype=torch.float64))
