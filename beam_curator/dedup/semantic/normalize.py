@@ -21,8 +21,10 @@ def describe_ids(ids: Sequence, positions: np.ndarray) -> str:
     return f"{shown}{more}"
 
 
-def l2_normalize(embeddings: np.ndarray, ids: Sequence) -> np.ndarray:
-    """Rows of ``embeddings`` scaled to unit length, as float32.
+def l2_normalize(embeddings: np.ndarray, ids: Sequence, in_place: bool = False) -> np.ndarray:
+    """Rows of ``embeddings`` scaled to unit length, as float32; with
+    ``in_place``, a writable float32 array is scaled where it is (no second
+    copy of a large matrix).
 
     A zero or non-finite vector has no cosine similarity to anything, and letting
     it through would silently make a document never (or always) a duplicate, so it
@@ -43,7 +45,10 @@ def l2_normalize(embeddings: np.ndarray, ids: Sequence) -> np.ndarray:
         # goes to the careful float64 path below, which also names the bad ones.
         squared = np.einsum("ij,ij->i", matrix, matrix)
         if np.isfinite(squared).all() and (squared > np.finfo(np.float32).tiny).all():
-            return matrix / np.sqrt(squared)[:, None]
+            norms = np.sqrt(squared)[:, None]
+            if in_place and matrix.flags.writeable:
+                return np.divide(matrix, norms, out=matrix)
+            return matrix / norms
     wide = matrix.astype(np.float64, copy=False)
     finite = np.isfinite(wide).all(axis=1)
     norms = np.linalg.norm(np.where(finite[:, None], wide, 0.0), axis=1)

@@ -196,14 +196,18 @@ def max_similarity_to_earlier(
 
 
 def max_similarity_to_earlier_many(
-    ranked: np.ndarray, starts: Sequence[int], batch_size: int, device: str | torch.device | None = None
+    vectors: np.ndarray, starts: Sequence[int], batch_size: int, device: str | torch.device | None = None,
+    order: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`max_similarity_to_earlier` for many clusters laid out one after
-    another in ``ranked`` (cluster ``i`` is rows ``starts[i]`` up to
-    ``starts[i + 1]``, each in rank order); indices are positions within the
-    cluster. Small clusters go many per batched matmul, each padded to the
-    next power of two of its size: one call for hundreds of them, where one
-    call each cost more than their products."""
+    another: ranked row ``j`` is ``vectors[order[j]]`` (``vectors[j]``
+    without ``order``), cluster ``i`` is ranked rows ``starts[i]`` up to
+    ``starts[i + 1]``, each in rank order; indices are positions within the
+    cluster. Rows are gathered a cluster at a time, never all at once. Small
+    clusters go many per batched matmul, each padded to the next power of two
+    of its size: one call for hundreds of them, where one call each cost more
+    than their products."""
+    ranked = np.arange(len(vectors)) if order is None else np.asarray(order)
     bounds = np.append(np.asarray(starts, dtype=np.int64), len(ranked))
     sizes = np.diff(bounds)
     scores = np.empty(len(ranked), dtype=np.float32)
@@ -211,7 +215,8 @@ def max_similarity_to_earlier_many(
     small = (sizes > 0) & (sizes <= _SMALL_CLUSTER)
     for cluster in np.flatnonzero(sizes > _SMALL_CLUSTER):
         low, high = bounds[cluster], bounds[cluster + 1]
-        scores[low:high], index[low:high] = max_similarity_to_earlier(ranked[low:high], batch_size, device)
+        rows = np.ascontiguousarray(vectors[ranked[low:high]], dtype=np.float32)
+        scores[low:high], index[low:high] = max_similarity_to_earlier(rows, batch_size, device)
     widths = 1 << np.ceil(np.log2(np.maximum(sizes, 2))).astype(np.int64)
     dev = resolve_device(device)
     for width in np.unique(widths[small]):
@@ -219,12 +224,12 @@ def max_similarity_to_earlier_many(
         per_call = max(1, _BATCH_ELEMENTS // int(width * width))
         for first in range(0, len(chosen), per_call):
             group = chosen[first : first + per_call]
-            _earlier_max_padded(ranked, bounds[group], sizes[group], int(width), dev, scores, index)
+            _earlier_max_padded(vectors, ranked, bounds[group], sizes[group], int(width), dev, scores, index)
     return scores, index
 
 
 def _earlier_max_padded(
-    ranked: np.ndarray, starts: np.ndarray, sizes: np.ndarray, width: int, dev: torch.device,
+    vectors: np.ndarray, ranked: np.ndarray, starts: np.ndarray, sizes: np.ndarray, width: int, dev: torch.device,
     scores: np.ndarray, index: np.ndarray,
 ) -> None:
     """Score clusters of at most ``width`` rows with one batched matmul of
@@ -233,8 +238,8 @@ def _earlier_max_padded(
     offsets = np.arange(width)
     real = offsets[None, :] < sizes[:, None]
     rows = (starts[:, None] + offsets[None, :])[real]
-    blocks = np.zeros((len(starts), width, ranked.shape[1]), dtype=np.float32)
-    blocks[real] = ranked[rows]
+    blocks = np.zeros((len(starts), width, vectors.shape[1]), dtype=np.float32)
+    blocks[real] = vectors[ranked[rows]]
     x = torch.from_numpy(blocks).to(dev)
     sim = torch.bmm(x, x.transpose(1, 2))
     sim.masked_fill_(~torch.ones(width, width, dtype=torch.bool, device=dev).tril(-1), -torch.inf)
@@ -305,7 +310,7 @@ def semdedup_clusters(
     """:func:`semdedup_cluster_by_keys` for many clusters held in one array:
     cluster ``i`` is rows ``starts[i]`` up to ``starts[i + 1]`` of ``ids``,
     ``unit`` (rows already of unit length) and ``keys``. One sort orders every
-    cluster, one gather lays them out in rank order, and one frame holds all
+    cluster, rows are gathered in rank order a cluster at a time, and one frame holds all
     the score rows, cluster after cluster, each in rank order; small clusters
     are scored many per kernel call. Ids must be unique across the clusters."""
     id_array = as_id_array(ids)
@@ -316,8 +321,7 @@ def semdedup_clusters(
     if is_descending(which_to_keep):  # each cluster's run of the ascending order, reversed in place
         position = np.arange(len(order))
         order = order[bounds[segment] + bounds[segment + 1] - 1 - position]
-    ranked = np.ascontiguousarray(unit[order], dtype=np.float32)
-    scores, index = max_similarity_to_earlier_many(ranked, bounds[:-1], batch_size, device)
+    scores, index = max_similarity_to_earlier_many(unit, bounds[:-1], batch_size, device, order)
     index += bounds[segment]
     ranked_ids, ranked_keys = id_array[order], key_array[order]
     return score_rows(ranked_ids, ranked_ids[index], scores, ranked_keys[index])

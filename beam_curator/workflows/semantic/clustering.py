@@ -54,14 +54,24 @@ class KMeansSettings:
 
 
 def embedding_matrix(table: pa.Table, id_column: str, embedding_column: str) -> tuple[np.ndarray, np.ndarray]:
-    """Ids and L2-normalised float32 vectors of an embeddings table."""
+    """Ids and L2-normalised float32 vectors of an embeddings table: one new
+    array, filled chunk by chunk and normalised in place, so a large table's
+    vectors are copied once."""
     ids = table.column(id_column).to_numpy(zero_copy_only=False)
-    column = table.column(embedding_column).combine_chunks()
+    column = table.column(embedding_column)
     if column.null_count:
         raise ValueError(f"{column.null_count} document(s) have no {embedding_column!r}; re-embed them")
-    values = column.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
-    vectors = values.reshape(len(ids), -1) if len(ids) else values.reshape(0, 0)
-    return ids, l2_normalize(vectors, ids)
+    chunks = [chunk for chunk in column.chunks if len(chunk)]
+    dims = len(chunks[0][0]) if chunks else 0
+    vectors = np.empty((len(ids), dims), dtype=np.float32)
+    at = 0
+    for chunk in chunks:
+        values = chunk.flatten().to_numpy(zero_copy_only=False)
+        if len(values) != len(chunk) * dims:
+            raise ValueError(f"{embedding_column!r} holds vectors of different lengths; re-embed with one model")
+        vectors[at : at + len(chunk)] = values.reshape(len(chunk), dims)
+        at += len(chunk)
+    return ids, l2_normalize(vectors, ids, in_place=True)
 
 
 def embeddings_fingerprint(folders: list[str]) -> str:

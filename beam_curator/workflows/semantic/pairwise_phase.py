@@ -131,18 +131,20 @@ class ClusterPairwiseStage(ProcessingStage):
         if members is None:
             return pd.DataFrame({ID: [], MAX_ID: [], SCORE: []}), []
         ids, unit, keys = self._load(members)
-        frame = semdedup_clusters(ids, unit, keys, members.starts, s.order, s.batch_size)
-        sizes = np.diff([*members.starts, len(ids)])
+        clusters, starts = members.clusters, members.starts
+        del members  # the table: its vectors are in ``unit`` now
+        frame = semdedup_clusters(ids, unit, keys, starts, s.order, s.batch_size)
+        sizes = np.diff([*starts, len(ids)])
         if self.visitors is None:  # NeMo Curator's columns; the rest only serves combining passes
-            return frame[[ID, MAX_ID, SCORE]], _cluster_rows(members.clusters, sizes)
+            return frame[[ID, MAX_ID, SCORE]], _cluster_rows(clusters, sizes)
         frame["pass"] = "cluster"
-        frame["cluster"] = np.repeat(members.clusters, sizes)
+        frame["cluster"] = np.repeat(clusters, sizes)
         parts = [frame]
         visitors = read_clusters(self.visitors, VISITORS_KEY, low, high)
         if visitors is not None:
             v_ids, v_unit, v_keys = self._load(visitors)
             v_bounds = dict(zip(visitors.clusters, zip(visitors.starts, [*visitors.starts[1:], len(v_ids)])))
-            for cluster, start, size in zip(members.clusters, members.starts, sizes):
+            for cluster, start, size in zip(clusters, starts, sizes):
                 if cluster in v_bounds:
                     a, b = v_bounds[cluster]
                     m = slice(start, start + size)
@@ -150,8 +152,8 @@ class ClusterPairwiseStage(ProcessingStage):
                                                  s.which_to_keep, s.batch_size)
                     parts.append(cross.assign(**{"pass": "cross", "cluster": cluster}))
         combined = pd.concat(parts, ignore_index=True).sort_values("cluster", kind="stable", ignore_index=True)
-        counts = combined["cluster"].value_counts().reindex(members.clusters).to_numpy()
-        return combined, _cluster_rows(members.clusters, counts)
+        counts = combined["cluster"].value_counts().reindex(clusters).to_numpy()
+        return combined, _cluster_rows(clusters, counts)
 
 
 def _cluster_rows(clusters: list[int], sizes: np.ndarray) -> list[tuple[int, int, int]]:
