@@ -71,7 +71,7 @@ def test_duplicates_do_not_depend_on_the_number_of_ranges(embeddings, tmp_path, 
     assert one == many and len(one) >= 100
 
 
-@pytest.mark.parametrize(("n_clusters", "n_rows", "expected"), [(10, 5, 1), (10, 5 << 18, 5), (3, 100 << 18, 3)])
+@pytest.mark.parametrize(("n_clusters", "n_rows", "expected"), [(10, 5, 1), (10, 5 << 18, 5), (3, 100 << 18, 3), (50_000, 10**9, 1024)])
 def test_cluster_ranges_cover_every_cluster_once(n_clusters, n_rows, expected):
     ranges = grouping.cluster_ranges(n_clusters, n_rows)
     assert len(ranges) == expected

@@ -27,6 +27,9 @@ from beam_curator.workflows.semantic.layout import parquet_files, read_parquet, 
 # equal (~400 MB of 384-d rows, a few times that at the peak of a task).
 # Larger ranges mean fewer files (tasks x ranges of them), more memory per task.
 _ROWS_PER_RANGE = 1 << 18
+# At most this many ranges: past ~2.7e8 documents ranges grow instead, so
+# that the files of the grouping (assignment tasks x ranges) stay countable.
+_MAX_RANGES = 1024
 
 ClusterRange = tuple[int, int]
 SECOND_NEAREST_COLUMNS = ["second_nearest_cent", "second_l2_dist", "second_cosine_dist"]
@@ -34,7 +37,7 @@ SECOND_NEAREST_COLUMNS = ["second_nearest_cent", "second_l2_dist", "second_cosin
 
 def cluster_ranges(n_clusters: int, n_rows: int) -> list[ClusterRange]:
     """Contiguous ranges (low included, high excluded) covering every cluster."""
-    count = max(1, min(n_clusters, -(-n_rows // _ROWS_PER_RANGE)))
+    count = max(1, min(n_clusters, -(-n_rows // _ROWS_PER_RANGE), _MAX_RANGES))
     bounds = np.linspace(0, n_clusters, count + 1).round().astype(int)
     return [(int(low), int(high)) for low, high in zip(bounds[:-1], bounds[1:]) if high > low]
 
