@@ -61,7 +61,8 @@ class SentenceTransformerEmbeddingHandler(EmbeddingModelHandler[SentenceTransfor
             else ``cpu``.
         encode_batch_size: texts per forward pass within one RunInference
             batch (sorted by length first, so each pass pads little);
-            ``None``: 8 on a CPU, 64 on a GPU.
+            ``None``: 8 on a CPU, 64 on a GPU, 1 on ONNX Runtime (see
+            :class:`~beam_curator.models.runtimes.Runtime`).
         runtime: what runs the model: ``"torch"`` (default), or on a CPU
             ``"onnx"``, ``"onnx-int8"``, ``"openvino"``,
             ``"openvino-bf16"`` (see :mod:`beam_curator.models.runtimes`).
@@ -94,7 +95,8 @@ class SentenceTransformerEmbeddingHandler(EmbeddingModelHandler[SentenceTransfor
         if self._runtime.name != "torch":
             with torchvision_explained():
                 return ExportedModelEmbedder(self.model_path(), self._runtime,
-                                             self._encode_batch_size or _CPU_ENCODE_BATCH, self._export_cache_dir)
+                                             self._encode_batch_size or self._runtime.encode_batch_size,
+                                             self._export_cache_dir)
         device = self._device
         if device is None:
             import torch
