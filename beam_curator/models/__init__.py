@@ -21,6 +21,7 @@ from beam_curator.models.resolve import (
     ModelNotFoundError,
     resolve_model,
 )
+from beam_curator.models.runtimes import RUNTIMES, check_runtime
 
 if TYPE_CHECKING:
     from beam_curator.models.base import EmbeddingModelHandler, EmbeddingOptions, TextEmbedder
@@ -44,9 +45,11 @@ __all__ = [
     "EmbeddingModelHandler",
     "EmbeddingOptions",
     "ModelNotFoundError",
+    "RUNTIMES",
     "SentenceTransformerEmbeddingHandler",
     "TextEmbedder",
     "VLLMEmbeddingHandler",
+    "check_runtime",
     "choose_backend",
     "make_embedding_handler",
     "resolve_model",
@@ -68,17 +71,18 @@ def _torch_may_see_cuda() -> bool:
         return False
 
 
-def choose_backend() -> Literal["vllm", "sentence-transformers"]:
-    """What ``backend="auto"`` means on this machine.
+def choose_backend(runtime: str = "torch") -> Literal["vllm", "sentence-transformers"]:
+    """What ``backend="auto"`` means on this machine, for a model run by ``runtime``.
 
     vLLM when it is installed and a CUDA GPU is visible: there it batches and
     schedules far better than sentence-transformers. Otherwise
     sentence-transformers, which starts in seconds and on a CPU is also the
     faster engine: 66 vs 12 docs/s for all-MiniLM-L6-v2 on the 2-core
     machine of BENCHMARKS.md, where vLLM's CPU build also spends about 50 s
-    starting (engine process, warm-up) before the first vector.
+    starting (engine process, warm-up) before the first vector. A runtime
+    other than torch (ONNX Runtime, OpenVINO) is sentence-transformers'.
     """
-    if importlib.util.find_spec("vllm") is not None and _torch_may_see_cuda():
+    if runtime == "torch" and importlib.util.find_spec("vllm") is not None and _torch_may_see_cuda():
         import torch
 
         if torch.cuda.is_available():

@@ -1,4 +1,8 @@
-"""Embeddings with sentence-transformers: starts in seconds, right for CPUs."""
+"""Embeddings with sentence-transformers: starts in seconds, right for CPUs.
+
+On a CPU the model can also run on ONNX Runtime or OpenVINO instead of
+torch (``runtime``, see :mod:`beam_curator.models.runtimes`).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import numpy as np
 
 from beam_curator.models.base import EmbeddingModelHandler, EmbeddingOptions, torchvision_explained
 from beam_curator.models.resolve import DEFAULT_MODEL
+from beam_curator.models.runtimes import ExportedModelEmbedder, check_runtime
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -46,7 +51,7 @@ class SentenceTransformerEmbedder:
         )
 
 
-class SentenceTransformerEmbeddingHandler(EmbeddingModelHandler[SentenceTransformerEmbedder]):
+class SentenceTransformerEmbeddingHandler(EmbeddingModelHandler[SentenceTransformerEmbedder | ExportedModelEmbedder]):
     """RunInference handler embedding ``str`` elements with sentence-transformers.
 
     Args:
@@ -56,7 +61,13 @@ class SentenceTransformerEmbeddingHandler(EmbeddingModelHandler[SentenceTransfor
             else ``cpu``.
         encode_batch_size: texts per forward pass within one RunInference
             batch (sorted by length first, so each pass pads little);
-            ``None``: 8 on a CPU, 64 on a GPU.
+            ``None``: 8 on a CPU, 64 on a GPU, 1 on ONNX Runtime (see
+            :class:`~beam_curator.models.runtimes.Runtime`).
+        runtime: what runs the model: ``"torch"`` (default), or on a CPU
+            ``"onnx"``, ``"onnx-int8"``, ``"openvino"``,
+            ``"openvino-bf16"`` (see :mod:`beam_curator.models.runtimes`).
+        export_cache_dir: where ONNX exports are cached (default
+            ``~/.cache/beam_curator/onnx``).
         options: the shared :class:`~beam_curator.models.base.EmbeddingOptions`.
     """
 
@@ -66,15 +77,26 @@ class SentenceTransformerEmbeddingHandler(EmbeddingModelHandler[SentenceTransfor
         *,
         device: str | None = None,
         encode_batch_size: int | None = None,
+        runtime: str = "torch",
+        export_cache_dir: str | None = None,
         **options: Unpack[EmbeddingOptions],
     ) -> None:
         super().__init__(model_identifier, **options)
         if encode_batch_size is not None and encode_batch_size < 1:
             raise ValueError(f"encode_batch_size must be at least 1, got {encode_batch_size}")
+        self._runtime = check_runtime(runtime)
+        if runtime != "torch" and device not in (None, "cpu"):
+            raise ValueError(f"runtime={runtime!r} runs on the CPU, but device={device!r}; use runtime='torch' there")
         self._device = device
         self._encode_batch_size = encode_batch_size
+        self._export_cache_dir = export_cache_dir
 
-    def load_model(self) -> SentenceTransformerEmbedder:
+    def load_model(self) -> SentenceTransformerEmbedder | ExportedModelEmbedder:
+        if self._runtime.name != "torch":
+            with torchvision_explained():
+                return ExportedModelEmbedder(self.model_path(), self._runtime,
+                                             self._encode_batch_size or self._runtime.encode_batch_size,
+                                             self._export_cache_dir)
         device = self._device
         if device is None:
             import torch

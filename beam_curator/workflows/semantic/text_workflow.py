@@ -9,7 +9,7 @@ from functools import partial
 from typing import Any
 
 from beam_curator.dedup.semantic.ranking import RankingStrategy
-from beam_curator.models import DEFAULT_MODEL, choose_backend, make_embedding_handler
+from beam_curator.models import DEFAULT_MODEL, check_runtime, choose_backend, make_embedding_handler
 from beam_curator.stages.io import ParquetWriter
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.transforms.embedding import EmbeddingStage
@@ -64,6 +64,7 @@ class TextSemanticDeduplicationWorkflow:
         on_bad_record: str = "raise",
         model_identifier: str = DEFAULT_MODEL,
         embedding_backend: str = "auto",
+        embedding_runtime: str = "torch",
         embedding_pretokenize: bool = False,
         embedding_vllm_init_kwargs: dict[str, Any] | None = None,
         vllm_init_kwargs: dict[str, Any] | None = None,
@@ -157,10 +158,15 @@ class TextSemanticDeduplicationWorkflow:
         # The backend is resolved now, so that vLLM-only options go only to vLLM
         # ("auto" on a machine without a GPU picks sentence-transformers).
         self.embedding = {
-            "backend": choose_backend() if embedding_backend == "auto" else embedding_backend,
+            "backend": choose_backend(embedding_runtime) if embedding_backend == "auto" else embedding_backend,
             "model_identifier": model_identifier, "max_chars": embedding_max_chars,
             "model_cache_dir": model_cache_dir, "max_batch_size": embedding_batch_size,
         }
+        if embedding_runtime != "torch":  # only then, so that torch runs keep their checkpoints' fingerprint
+            if self.embedding["backend"] != "sentence-transformers":
+                raise ValueError(f"embedding_runtime={embedding_runtime!r} runs sentence-transformers models; "
+                                 "use embedding_backend='sentence-transformers' (or 'auto')")
+            self.embedding["runtime"] = check_runtime(embedding_runtime).name
         vllm_options = {"vllm_init_kwargs": embedding_vllm_init_kwargs, "max_tokens": embedding_max_tokens,
                         "pretokenize": embedding_pretokenize or None}
         if self.embedding["backend"] == "vllm":
