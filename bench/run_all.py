@@ -30,6 +30,7 @@ SCRIPTS = (
     "bench_recall.py",
     "bench_e2e.py",
     "bench_embedding.py",
+    "bench_embedding_backends.py",
 )
 
 
