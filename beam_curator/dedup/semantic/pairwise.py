@@ -246,7 +246,7 @@ def _earlier_max_padded(
     best, arg = sim.max(dim=2)
     real_t = torch.from_numpy(real).to(dev)
     found, position = best[real_t].cpu().numpy(), arg[real_t].cpu().numpy()
-    scores[rows], index[rows] = _no_earlier_is_self(found, position, offsets[None, :].repeat(len(starts), 0)[real])
+    scores[rows], index[rows] = _no_earlier_is_self(found, position, np.broadcast_to(offsets, real.shape)[real])
 
 
 def _no_earlier_is_self(score: np.ndarray, index: np.ndarray, position: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -26,7 +26,7 @@ from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io.fingerprint import file_fingerprint
 from beam_curator.stages.io.writer import output_name
 from beam_curator.tasks import DocumentBatch, FileGroupTask
-from beam_curator.workflows.semantic.grouping import written_task
+from beam_curator.workflows.semantic.grouping import write_runs, written_task
 from beam_curator.workflows.semantic.id_check import bucket_folder, bucket_of
 from beam_curator.workflows.semantic.layout import parquet_files, parquet_metadata, read_parquet, write_cache_parquet
 
@@ -158,11 +158,9 @@ class SampleWriter(ProcessingStage):
         written = [(url, write_cache_parquet(url, drawn), drawn.num_rows)]
         buckets = bucket_of(ids, self.buckets)
         order = np.argsort(buckets, kind="stable")
-        numbers, starts = np.unique(buckets[order], return_index=True)
-        for number, start, stop in zip(numbers, starts, [*starts[1:], len(order)]):
-            url = f"{bucket_folder(self.id_buckets, int(number))}/{stem}.parquet"
-            part = table.select([self.id_column]).take(pa.array(order[start:stop]))
-            written.append((url, write_cache_parquet(url, part), part.num_rows))
+        starts = np.searchsorted(buckets[order], np.arange(self.buckets))
+        folders = [bucket_folder(self.id_buckets, bucket) for bucket in range(self.buckets)]
+        written += write_runs(table.select([self.id_column]).take(pa.array(order)), starts, folders, stem)
         return written_task(task, self.root, written)
 
 

@@ -95,7 +95,7 @@ class RangeFilesWriter(ProcessingStage):
     def _write(self, table: pa.Table, grouping: Grouping, task_id: str) -> list[tuple[str, int, int]]:
         ordered = sort_rows(table, grouping.column)
         starts = np.searchsorted(ordered.column(grouping.column).to_numpy(), [low for low, _ in self.ranges])
-        return _write_runs(ordered, starts, [grouping.range_folder(r) for r in self.ranges], task_id)
+        return write_runs(ordered, starts, [grouping.range_folder(r) for r in self.ranges], task_id)
 
 
 @dataclass
@@ -156,17 +156,17 @@ def _write_clusters(ordered: pa.Table, grouping: Grouping, task_id: str) -> list
     cluster taken from the folder name, as NeMo Curator's does."""
     clusters, starts = np.unique(ordered.column(grouping.column).to_numpy(), return_index=True)
     folders = [grouping.cluster_folder(int(c)) for c in clusters]
-    return _write_runs(ordered.drop_columns([grouping.column]), starts, folders, task_id)
+    return write_runs(ordered.drop_columns([grouping.column]), starts, folders, task_id)
 
 
-def _write_runs(ordered: pa.Table, starts: np.ndarray, folders: list[str], task_id: str) -> list[tuple[str, int, int]]:
-    """Rows ``starts[i]`` up to ``starts[i + 1]`` go to ``folders[i]/<task_id>.parquet``; empty runs
+def write_runs(ordered: pa.Table, starts: np.ndarray, folders: list[str], name: str) -> list[tuple[str, int, int]]:
+    """Rows ``starts[i]`` up to ``starts[i + 1]`` go to ``folders[i]/<name>.parquet``; empty runs
     write nothing. Returns (url, bytes, rows) of each written file."""
     stops = [*starts[1:], ordered.num_rows]
     written = []
     for folder, start, stop in zip(folders, starts, stops):
         if stop > start:
-            url = f"{folder}/{task_id}.parquet"
+            url = f"{folder}/{name}.parquet"
             part = ordered.slice(int(start), int(stop - start))
             size = write_cache_parquet(url, part)
             written.append((url, size, part.num_rows))

@@ -17,14 +17,13 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from beam_curator.checkpoint.files import relative_name
 from beam_curator.dedup.semantic.ranking import RankingStrategy, rank_keys
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io import ParquetWriter
 from beam_curator.stages.io.writer import write_atomically
 from beam_curator.tasks import DocumentBatch, FileGroupTask
 from beam_curator.workflows.semantic.clustering import embedding_matrix
-from beam_curator.workflows.semantic.grouping import ClusterRangeTask
+from beam_curator.workflows.semantic.grouping import ClusterRangeTask, written_task
 from beam_curator.workflows.semantic.layout import parquet_files, read_parquet
 
 
@@ -168,13 +167,10 @@ class ClusterScoresWriter(ParquetWriter):
 
     def process(self, task: DocumentBatch) -> FileGroupTask:
         table = task.to_pyarrow()
-        urls, records = [], []
+        written = []
         for cluster, start, end in task._metadata["clusters"]:
             url = f"{self.path}/cluster_{cluster}.parquet"
             part = table.slice(start, end - start)
             size = write_atomically(url, lambda handle, part=part: self.serialize(part, handle))
-            urls.append(url)
-            records.append([relative_name(self.path, url), size, part.num_rows])
-        result = FileGroupTask(dataset_name=task.dataset_name, data=urls)
-        result._metadata = {"num_records": table.num_rows, "written": records}
-        return result
+            written.append((url, size, part.num_rows))
+        return written_task(task, self.path, written)

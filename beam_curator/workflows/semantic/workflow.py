@@ -253,7 +253,7 @@ class SemanticDeduplicationWorkflow:
         for by_range in (members.by_range, visiting.by_range):
             remove_tree(by_range)
         produced = [self.layout.centroids, members.by_cluster, *([visitors.by_cluster] if visitors else [])]
-        self.book.mark_done("kmeans", key, produced)
+        self.book.mark_done("kmeans", key, produced, ranges=ranges)
         return key
 
     def _fit(self, files: list[str], total_rows: int, key: str) -> None:
@@ -293,7 +293,11 @@ class SemanticDeduplicationWorkflow:
                 remove_tree(stale)
             self.book.mark_done("pairwise-started", key)
         visitors = self.layout.visitors if self.pairwise.cross_cluster else None
-        ranges = cluster_ranges(self.kmeans.n_clusters, count_rows(files, self.id_field, self.embedding_field))
+        # The grouping's ranges, as the k-means phase recorded them (counted again
+        # only for a marker written before they were recorded).
+        recorded = self.book.details("kmeans").get("ranges")
+        ranges = ([(low, high) for low, high in recorded] if recorded else
+                  cluster_ranges(self.kmeans.n_clusters, count_rows(files, self.id_field, self.embedding_field)))
         self.book.run_stages("pairwise", [
             ListClusterRangesStage(ranges),
             ClusterPairwiseStage(self.layout.by_nearest_center, visitors, self.pairwise),
