@@ -20,8 +20,15 @@ from beam_curator.runners.dask import is_dask, run_on_dask
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.base import flatten_stages
 from beam_curator.stages.lineage import source_key
-from beam_curator.transforms import CuratorStages, locate_source_and_sink
-from beam_curator.transforms.progress import PROGRESS_DIR, ProgressWatcher, WorkersDidNotStartError, forget_progress
+from beam_curator.transforms import CuratorStages, PipelineDefinitionError, locate_source_and_sink
+from beam_curator.transforms.after_complete import AfterComplete
+from beam_curator.transforms.progress import (
+    PROGRESS_DIR,
+    ProgressView,
+    ProgressWatcher,
+    WorkersDidNotStartError,
+    forget_progress,
+)
 from beam_curator.transforms.stage_dofns import NAMESPACE
 
 logger = logging.getLogger(__name__)
@@ -36,6 +43,7 @@ class RunSummary:
     partitions_completed: int = 0
     partitions_changed: int = 0
     partitions_incomplete: int = 0  # pending but not marked complete after the run (runners without metrics)
+    started: bool = True  # False: a step of ``run_in_order`` whose step before did not complete
     counters: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -44,6 +52,8 @@ class RunSummary:
         return sum(value for name, value in self.counters.items() if name.endswith(".failed"))
 
     def __str__(self) -> str:
+        if not self.started:
+            return "not started: the step before it did not complete"
         changed = (
             f" ({self.partitions_changed} of them with changed files: see the warnings)" if self.partitions_changed else ""
         )
@@ -55,9 +65,12 @@ class RunSummary:
         )
 
 
-def _counters(result: beam.runners.runner.PipelineResult) -> dict[str, int]:
+def _counters(result: beam.runners.runner.PipelineResult, name: str) -> dict[str, int]:
+    """The counters of the chain applied as ``name`` (steps are labelled ``name/...``)."""
     counters: dict[str, int] = {}
     for counter in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]:
+        if not counter.key.step.startswith(f"{name}/"):
+            continue
         try:
             value = counter.committed
         except Exception:  # some portable runners only report attempted values
@@ -112,6 +125,7 @@ def _run_without_metrics(beam_pipeline: beam.Pipeline, transform: CuratorStages)
     from the listing made in the driver, completed from the checkpoint after
     the run, and every pending partition it does not hold counts as
     incomplete. Nothing pending: nothing to start."""
+    started = time.monotonic()
     listing = transform.listing
     if listing.pending:
         store = transform.store
@@ -124,6 +138,13 @@ def _run_without_metrics(beam_pipeline: beam.Pipeline, transform: CuratorStages)
         partitions_completed=completed,
         partitions_changed=listing.changed,
         partitions_incomplete=len(pending) - completed if transform.store is not None else 0,
+        seconds=time.monotonic() - started,
+    )
+
+
+def _complete(summary: RunSummary) -> bool:
+    return summary.started and not summary.tasks_failed and not summary.partitions_incomplete and (
+        summary.partitions_completed >= summary.partitions_pending
     )
 
 
@@ -168,44 +189,100 @@ class Pipeline:
         not started after ``worker_start_timeout`` seconds stops with
         ``WorkersDidNotStartError`` (None: wait forever).
         """
-        folder = (f"{checkpoint_path.rstrip('/')}/{PROGRESS_DIR}/{uuid.uuid4().hex[:12]}" if checkpoint_path
-                  else tempfile.mkdtemp(prefix="beam-curator-progress-"))
-        options = pipeline_options(runner, beam_args, **runner_settings)
-        on_dask = is_dask(options)
-        transform = CuratorStages(self.stages, checkpoint_path, map_size=map_size, progress_folder=folder,
-                                  list_in_driver=on_dask)
-        started = time.monotonic()
-        beam_pipeline = beam.Pipeline(options=options)
-        _ = beam_pipeline | self.name >> transform
-        stages = transform.stages
-        environment = str(runner_settings.get("environment_type") or "").upper()
-        watched = environment in ("EXTERNAL", "PROCESS") and bool(
-            checkpoint_path or str(runner_settings.get("environment_config", "")).startswith(("localhost:", "127.0.0.1:"))
-        )  # only then can the driver see the workers' files
-        watcher = ProgressWatcher(
-            folder, self.name, stages[min(transform.source + 1, transform.sink)].stage_name,
-            stages[transform.sink].stage_name, progress_shown() if progress is None else progress,
-            start_timeout=worker_start_timeout if watched else None,
+        (summary,) = run_in_order(
+            [(self, checkpoint_path)], runner, beam_args=beam_args, map_size=map_size, progress=progress,
+            worker_start_timeout=worker_start_timeout, **runner_settings,
         )
-        try:
-            with watcher, watcher.logging_redirected():
-                if on_dask:
-                    summary = _run_without_metrics(beam_pipeline, transform)
-                    summary.seconds = time.monotonic() - started
-                    logger.debug("pipeline %s finished: %s", self.name, summary)
-                    return summary
-                result = beam_pipeline.run()
-                _wait(result, watcher, environment, runner_settings.get("environment_config"))
-        finally:
+        return summary
+
+
+def run_in_order(
+    steps: list[tuple[Pipeline, str | None]],
+    runner: str | None = "local",
+    *,
+    beam_args: list[str] | None = None,
+    map_size: int = 1 << 30,
+    progress: bool | None = None,
+    worker_start_timeout: float | None = 60.0,
+    **runner_settings: object,
+) -> list[RunSummary]:
+    """Run pipelines one after another, each with its checkpoint path, as
+    one Beam pipeline: each starts once every partition of the one before
+    is complete (:class:`~beam_curator.transforms.after_complete.AfterComplete`),
+    and not at all if one is not (a task failed), which its summary then
+    shows. Saves a pipeline start per step. Every step but the last needs a
+    checkpoint, which is how the next one knows it is complete. On Dask each
+    step runs as a Beam pipeline of its own: its runner gives the root task's
+    outputs one bag partition, so a step started from inside a pipeline would
+    run its partitions one after another. Settings as in :meth:`Pipeline.run`.
+    """
+    unchecked = [pipeline.name for pipeline, checkpoint in steps[:-1] if not checkpoint]
+    if unchecked or len({pipeline.name for pipeline, _ in steps}) < len(steps):
+        raise PipelineDefinitionError(
+            f"steps run in order need distinct names and a checkpoint each but the last (without one: {unchecked})"
+        )
+    options = pipeline_options(runner, beam_args, **runner_settings)
+    if is_dask(options):
+        summaries: list[RunSummary] = []
+        for pipeline, checkpoint in steps:
+            if summaries and not _complete(summaries[-1]):
+                summaries.append(RunSummary(started=False))
+                continue
+            beam_pipeline = beam.Pipeline(options=options)
+            transform = CuratorStages(pipeline.stages, checkpoint, map_size=map_size, list_in_driver=True)
+            _ = beam_pipeline | pipeline.name >> transform
+            summaries.append(_run_without_metrics(beam_pipeline, transform))
+            logger.debug("pipeline %s finished: %s", pipeline.name, summaries[-1])
+        return summaries
+    folders = [
+        f"{checkpoint.rstrip('/')}/{PROGRESS_DIR}/{uuid.uuid4().hex[:12]}" if checkpoint
+        else tempfile.mkdtemp(prefix="beam-curator-progress-")
+        for _, checkpoint in steps
+    ]
+    started = time.monotonic()
+    beam_pipeline = beam.Pipeline(options=options)
+    views, previous = [], None
+    for (pipeline, checkpoint), folder in zip(steps, folders):
+        transform = CuratorStages(pipeline.stages, checkpoint, map_size=map_size, progress_folder=folder)
+        start = beam_pipeline if previous is None else (
+            beam_pipeline | f"{pipeline.name}-waits" >> AfterComplete(previous, pipeline.name)
+        )
+        _ = start | pipeline.name >> transform
+        stages = transform.stages
+        views.append(ProgressView(
+            folder, pipeline.name, stages[min(transform.source + 1, transform.sink)].stage_name,
+            stages[transform.sink].stage_name,
+        ))
+        previous = transform
+    environment = str(runner_settings.get("environment_type") or "").upper()
+    watched = environment in ("EXTERNAL", "PROCESS") and bool(
+        steps[0][1] or str(runner_settings.get("environment_config", "")).startswith(("localhost:", "127.0.0.1:"))
+    )  # only then can the driver see the workers' files
+    watcher = ProgressWatcher(
+        views, progress_shown() if progress is None else progress,
+        start_timeout=worker_start_timeout if watched else None,
+    )
+    try:
+        with watcher, watcher.logging_redirected():
+            result = beam_pipeline.run()
+            _wait(result, watcher, environment, runner_settings.get("environment_config"))
+    finally:
+        for folder in folders:
             forget_progress(folder)
-        counters = _counters(result)
-        summary = RunSummary(
+    seconds = time.monotonic() - started
+    summaries = []
+    for pipeline, _ in steps:
+        if summaries and not _complete(summaries[-1]):  # AfterComplete gave it no root task
+            summaries.append(RunSummary(started=False, seconds=seconds))
+            continue
+        counters = _counters(result, pipeline.name)
+        summaries.append(RunSummary(
             partitions_pending=counters.get("partitions_pending", 0),
             partitions_skipped=counters.get("partitions_skipped", 0),
             partitions_completed=counters.get("partitions_completed", 0),
             partitions_changed=counters.get("partitions_changed", 0),
             counters=counters,
-            seconds=time.monotonic() - started,
-        )
-        logger.debug("pipeline %s finished: %s", self.name, summary)
-        return summary
+            seconds=seconds,
+        ))
+        logger.debug("pipeline %s finished: %s", pipeline.name, summaries[-1])
+    return summaries

@@ -76,3 +76,21 @@ def test_cluster_ranges_cover_every_cluster_once(n_clusters, n_rows, expected):
     ranges = grouping.cluster_ranges(n_clusters, n_rows)
     assert len(ranges) == expected
     assert [c for low, high in ranges for c in range(low, high)] == list(range(n_clusters))
+
+
+def test_the_phases_after_embedding_start_three_beam_pipelines(embeddings, tmp_path, monkeypatch):
+    """Sampling with the id check, assignment with the grouping (each pair one
+    Beam pipeline, the second step waiting for the first), and pairwise."""
+    import apache_beam as beam
+
+    started: list[str] = []
+    real_run = beam.Pipeline.run
+
+    def run_counted(self, *args, **kwargs):
+        started.append("run")
+        return real_run(self, *args, **kwargs)
+
+    monkeypatch.setattr(beam.Pipeline, "run", run_counted)
+    run(embeddings, tmp_path)
+    assert len(started) == 3
+    assert len(duplicate_ids(tmp_path / "output")) >= 100

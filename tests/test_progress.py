@@ -28,7 +28,13 @@ from beam_curator.data import sample_corpus_path
 from beam_curator.runners import WorkerPool, free_port, pipeline_options
 from beam_curator.stages.io import JsonlReader, JsonlWriter
 from beam_curator.transforms import CuratorStages
-from beam_curator.transforms.progress import ProgressRecorder, ProgressWatcher, WorkersDidNotStartError, read_progress
+from beam_curator.transforms.progress import (
+    ProgressRecorder,
+    ProgressView,
+    ProgressWatcher,
+    WorkersDidNotStartError,
+    read_progress,
+)
 
 SAMPLE_DOCUMENTS, SAMPLE_FILES = 614, 6
 
@@ -60,7 +66,7 @@ def test_the_bar_shows_documents_an_estimated_total_rate_and_partitions(tmp_path
     recorder.partition("pending", 4)
     recorder.partition("skipped", 1)
     stream = io.StringIO()
-    with ProgressWatcher(folder, "embedding", "reader", "writer", show=True, stream=stream) as watcher:
+    with ProgressWatcher([ProgressView(folder, "embedding", "reader", "writer")], show=True, stream=stream) as watcher:
         recorder.stage("reader", tasks=2, items_in=0, items_out=200)
         recorder.stage("writer", tasks=1, items_in=150, items_out=1)
         recorder.partition("completed")

@@ -16,6 +16,7 @@ from beam_curator.checkpoint import CheckpointStore, open_store
 from beam_curator.checkpoint.files import check_partitions
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.base import flatten_stages
+from beam_curator.stages.lineage import source_key
 from beam_curator.tasks import EmptyTask, Task
 from beam_curator.transforms.resources import resource_hints
 from beam_curator.transforms.stage_dofns import BatchStageDoFn, SourceDoFn, SourceListing, StageDoFn, list_sources
@@ -93,6 +94,8 @@ class CuratorStages(beam.PTransform):
         self.store = store if store is not None else (open_store(checkpoint_path, map_size) if checkpoint_path else None)
         self.label_prefix = label_prefix
         self.progress_folder = progress_folder
+        self.pending_keys: beam.PCollection | None = None
+        self.output: beam.PCollection | None = None
 
     def _checked_snapshot(self) -> tuple[set[str], dict[str, dict]]:
         """Complete partitions whose recorded outputs are all still there, and
@@ -132,6 +135,7 @@ class CuratorStages(beam.PTransform):
                     )
                 # Spread partitions over workers: the root is a single element.
                 pcoll = pcoll | f"{label}-Distribute" >> beam.Reshuffle()
+                self.pending_keys = pcoll | f"{label}-Keys" >> beam.Map(source_key)
                 continue
             if isinstance(stage, TransformStage):
                 if index == self.sink:
@@ -147,4 +151,5 @@ class CuratorStages(beam.PTransform):
             else:
                 dofn = StageDoFn(stage, tracked, index == self.sink, self.progress_folder)
             pcoll = pcoll | label >> beam.ParDo(dofn).with_resource_hints(**resource_hints(stage))
+        self.output = pcoll
         return pcoll

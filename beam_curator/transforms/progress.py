@@ -143,52 +143,62 @@ class WorkersDidNotStartError(RuntimeError):
     """No SDK worker reported within the start-up timeout."""
 
 
-class ProgressWatcher:
-    """Polls a run's progress folder in a thread and draws its bar.
+@dataclass(frozen=True)
+class ProgressView:
+    """One chain's progress: its ``folder``, the bar's ``title``,
+    ``first_stage`` (the stage right after the source: its documents per
+    partition give the estimate of the total) and ``sink`` (the stage whose
+    documents count as done)."""
 
-    ``first_stage`` is the stage right after the source (its documents per
-    partition give the estimate of the total), ``sink`` the stage whose
-    documents count as done. With ``start_timeout``, ``stalled`` turns True
-    if no worker process has reported by then.
+    folder: str
+    title: str
+    first_stage: str
+    sink: str
+
+
+class ProgressWatcher:
+    """Polls the progress folders of a run's chains in a thread and draws a
+    bar for the chain running now: chains run one after another
+    (``run_in_order``), so the bar moves on to the next chain once that one's
+    workers report. With ``start_timeout``, ``stalled`` turns True if no
+    worker process has reported by then.
     """
 
     def __init__(
         self,
-        folder: str,
-        title: str,
-        first_stage: str,
-        sink: str,
+        views: list[ProgressView],
         show: bool,
         stream: IO[str] | None = None,
         start_timeout: float | None = None,
     ) -> None:
-        self.folder = folder
-        self.title = title
-        self.first_stage = first_stage
-        self.sink = sink
+        self.views = views
+        self.current = 0
         self.show = show
         self.stream = stream
         self.start_timeout = start_timeout
         self.stalled = False
-        self.poll_s = 1.0 if fsspec.core.url_to_fs(folder)[0].protocol in ("file", ("file", "local")) else 5.0
+        self.poll_s = 1.0 if fsspec.core.url_to_fs(views[0].folder)[0].protocol in ("file", ("file", "local")) else 5.0
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"progress-{title}", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"progress-{views[0].title}", daemon=True)
         self._bar = None
 
     def __enter__(self) -> "ProgressWatcher":
-        if self.show:
-            from tqdm.auto import tqdm
-
-            self._bar = tqdm(desc=self.title, unit="doc", file=self.stream, dynamic_ncols=True, leave=True,
-                             disable=None if self.stream is None else False)
+        self._open_bar()
         self._started = time.monotonic()
         self._thread.start()
         return self
 
+    def _open_bar(self) -> None:
+        if self.show:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(desc=self.views[self.current].title, unit="doc", file=self.stream, dynamic_ncols=True,
+                             leave=True, disable=None if self.stream is None else False)
+
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self.update(read_progress(self.folder), final=exc[0] is None)
+        self._follow(final=exc[0] is None)
         if self._bar is not None:
             self._bar.close()
 
@@ -202,17 +212,34 @@ class ProgressWatcher:
 
     def _run(self) -> None:
         while not self._stop.wait(self.poll_s):
-            snapshot = read_progress(self.folder)
-            self.update(snapshot)
+            reported = self._follow()
             late = self.start_timeout is not None and time.monotonic() - self._started > self.start_timeout
-            if late and snapshot.workers == 0:
+            if late and not reported:
                 self.stalled = True
+
+    def _follow(self, final: bool = False) -> bool:
+        """Update the bar of the current chain, first closing it (its totals
+        final) and opening the next chain's once that one's source has
+        listed its partitions; whether any worker has reported."""
+        snapshot = read_progress(self.views[self.current].folder)
+        for later in range(self.current + 1, len(self.views)):
+            following = read_progress(self.views[later].folder)
+            if following.stages:
+                self.update(snapshot, final=True)
+                if self._bar is not None:
+                    self._bar.close()
+                self.current = later
+                self._open_bar()
+                snapshot = following
+        self.update(snapshot, final=final)
+        return snapshot.workers > 0 or self.current > 0
 
     def update(self, snapshot: Snapshot, final: bool = False) -> None:
         if self._bar is None:
             return
-        done = snapshot.stage(self.sink)["items_in"]
-        read = snapshot.stage(self.first_stage)
+        view = self.views[self.current]
+        done = snapshot.stage(view.sink)["items_in"]
+        read = snapshot.stage(view.first_stage)
         pending = snapshot.partitions["pending"]
         if final:
             self._bar.total = done

@@ -26,7 +26,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from beam_curator.checkpoint import open_store, registry
 from beam_curator.checkpoint.files import check_files, describe_files, join, relative_name
-from beam_curator.pipeline import Pipeline, RunSummary
+from beam_curator.pipeline import Pipeline, RunSummary, run_in_order
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.base import flatten_stages
 from beam_curator.stages.io.partitioning import is_hidden
@@ -140,17 +140,27 @@ class PhaseBook:
         remove_tree(self._marker(name))
 
     def run_stages(self, name: str, stages: list[ProcessingStage], checkpoint: str) -> RunSummary:
-        summary = Pipeline(name, stages=stages).run(
-            checkpoint, self.beam.runner, beam_args=self.beam.beam_args, **self.beam.runner_settings
-        )
-        logger.info("%s: %s", name, summary)
-        if summary.tasks_failed or summary.partitions_incomplete:
-            raise PhaseFailedError(
-                f"phase {name}: {summary.tasks_failed or summary.partitions_incomplete} "
-                f"{'task(s) failed' if summary.tasks_failed else 'partition(s) not completed'} (see the log above); "
-                "their partitions stay pending, so rerun the same command to retry them"
-            )
+        (summary,) = self.run_in_order([(name, stages, checkpoint)])
         return summary
+
+    def run_in_order(self, steps: list[tuple[str, list[ProcessingStage], str]]) -> list[RunSummary]:
+        """Run ``(name, stages, checkpoint)`` steps one after another in one
+        Beam pipeline (see :func:`~beam_curator.pipeline.run_in_order`);
+        raise if a partition of any of them did not complete."""
+        summaries = run_in_order(
+            [(Pipeline(name, stages=stages), checkpoint) for name, stages, checkpoint in steps], self.beam.runner,
+            beam_args=self.beam.beam_args, **self.beam.runner_settings,
+        )
+        for (name, _, _), summary in zip(steps, summaries):
+            logger.info("%s: %s", name, summary)
+        for (name, _, _), summary in zip(steps, summaries):
+            if summary.tasks_failed or summary.partitions_incomplete:
+                raise PhaseFailedError(
+                    f"phase {name}: {summary.tasks_failed or summary.partitions_incomplete} "
+                    f"{'task(s) failed' if summary.tasks_failed else 'partition(s) not completed'} "
+                    "(see the log above); their partitions stay pending, so rerun the same command to retry them"
+                )
+        return summaries
 
     def run_partitioned(
         self, name: str, stages: list[ProcessingStage], checkpoint: str, settings: object, output: str,

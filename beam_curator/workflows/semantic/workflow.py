@@ -241,15 +241,18 @@ class SemanticDeduplicationWorkflow:
         visitors = visiting if self.pairwise.cross_cluster else None
         distance = "cosine_dist_to_cent" if self.pairwise.distance_metric == "cosine" else "l2_dist_to_cent"
         ranges = cluster_ranges(self.kmeans.n_clusters, total_rows)
-        self.book.run_stages("assign-clusters", [
-            ParquetReader(files, files_per_partition=1, fields=[self.id_field, self.embedding_field, *self.metadata_fields]),
-            AssignClustersStage(self.layout.centroids, self.id_field, self.embedding_field),
-            RangeFilesWriter(self.layout.kmeans_results, ranges, members, visitors, margin, distance),
-        ], self.layout.checkpoint("assign"))
-        self.book.run_stages("group-by-cluster", [
-            ListClusterRangesStage(ranges),
-            GroupByClusterStage(self.layout.kmeans_results, [members, *([visitors] if visitors else [])]),
-        ], self.layout.checkpoint("group-by-cluster"))
+        self.book.run_in_order([
+            ("assign-clusters", [
+                ParquetReader(files, files_per_partition=1,
+                              fields=[self.id_field, self.embedding_field, *self.metadata_fields]),
+                AssignClustersStage(self.layout.centroids, self.id_field, self.embedding_field),
+                RangeFilesWriter(self.layout.kmeans_results, ranges, members, visitors, margin, distance),
+            ], self.layout.checkpoint("assign")),
+            ("group-by-cluster", [
+                ListClusterRangesStage(ranges),
+                GroupByClusterStage(self.layout.kmeans_results, [members, *([visitors] if visitors else [])]),
+            ], self.layout.checkpoint("group-by-cluster")),
+        ])
         for by_range in (members.by_range, visiting.by_range):
             remove_tree(by_range)
         produced = [self.layout.centroids, members.by_cluster, *([visitors.by_cluster] if visitors else [])]
@@ -257,8 +260,9 @@ class SemanticDeduplicationWorkflow:
         return key
 
     def _fit(self, files: list[str], total_rows: int, key: str) -> None:
-        """Sample in parallel (resumable), check that ids are unique on the
-        workers, then fit in the driver on the sample alone."""
+        """Sample in parallel (resumable), then check that ids are unique on
+        the workers (one Beam pipeline for both), then fit in the driver on
+        the sample alone."""
         columns = [self.id_field, self.embedding_field]
         keep = sample_fraction(files, total_rows, self.embedding_field, self.kmeans)
         if not self.book.is_done("kmeans-started", key):  # new embeddings or settings: start over
@@ -268,16 +272,18 @@ class SemanticDeduplicationWorkflow:
                 remove_tree(folder)
             self.book.mark_done("kmeans-started", key)
         buckets = bucket_count(total_rows)
-        self.book.run_stages("kmeans-sample", [
-            ParquetReader(files, files_per_partition=1, fields=columns),
-            SampleWriter(self.layout.cache_path, self.layout.kmeans_sample, self.layout.id_buckets, buckets, keep,
-                         self.kmeans.seed, self.id_field),
-        ], self.layout.checkpoint("kmeans-sample"))
-        self.book.run_stages("check-ids", [
-            ListIdBucketsStage(buckets),
-            RepeatedIdsStage(self.layout.id_buckets, self.id_field),
-            RepeatedIdsWriter(self.layout.repeated_ids),
-        ], self.layout.checkpoint("check-ids"))
+        self.book.run_in_order([
+            ("kmeans-sample", [
+                ParquetReader(files, files_per_partition=1, fields=columns),
+                SampleWriter(self.layout.cache_path, self.layout.kmeans_sample, self.layout.id_buckets, buckets, keep,
+                             self.kmeans.seed, self.id_field),
+            ], self.layout.checkpoint("kmeans-sample")),
+            ("check-ids", [
+                ListIdBucketsStage(buckets),
+                RepeatedIdsStage(self.layout.id_buckets, self.id_field),
+                RepeatedIdsWriter(self.layout.repeated_ids),
+            ], self.layout.checkpoint("check-ids")),
+        ])
         raise_if_repeated(self.layout.repeated_ids, self.id_field)
         centroids = fit_centroids(parquet_files(self.layout.kmeans_sample), *columns, self.kmeans)
         write_atomically(self.layout.centroids, lambda handle: np.save(handle, centroids))
