@@ -26,6 +26,7 @@ SCRIPTS = (
     "bench_kmeans.py",
     "bench_scale.py",
     "bench_checkpoint.py",
+    "bench_in_order.py",
     "bench_rerun.py",
     "bench_recall.py",
     "bench_e2e.py",

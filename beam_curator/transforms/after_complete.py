@@ -3,9 +3,9 @@
 A phase such as "assign every document to a cluster, then write each
 cluster's documents" needs the first chain finished everywhere before the
 second may read what it wrote. Running each chain as a Beam pipeline of its
-own costs a pipeline start per chain; inside one pipeline, a global combine
-over the first chain's output is the barrier (a batch runner fires it only
-once every element upstream is processed), and the checkpoint, not the
+own costs a pipeline start per chain; inside one pipeline, a side input of
+the first chain's output is the barrier (a runner hands it over only once
+all of it is computed), and the checkpoint, not the
 element count, says whether the first chain really is complete: a task that
 failed leaves its partition pending, and then the second chain must not see
 half of the first's output, so it gets no root task and does nothing.
@@ -25,7 +25,9 @@ from beam_curator.transforms.curator_stages import CuratorStages, PipelineDefini
 logger = logging.getLogger(__name__)
 
 
-def _root_if_complete(_: int, pending: list[str], store: CheckpointStore, name: str) -> Iterator[Task]:
+def _root_if_complete(
+    _: None, pending: list[str], ended: object, store: CheckpointStore, name: str,
+) -> Iterator[Task]:
     missing = set(pending) - store.completed()
     if missing:
         logger.warning(
@@ -38,8 +40,8 @@ def _root_if_complete(_: int, pending: list[str], store: CheckpointStore, name: 
 
 class AfterComplete(beam.PTransform):
     """One root task once every partition ``chain`` had pending is complete in
-    its checkpoint; none otherwise. Apply it to the pipeline (any input is
-    ignored) after ``chain`` was applied, and a ``CuratorStages`` to its output."""
+    its checkpoint; none otherwise. Apply it to the pipeline's start after
+    ``chain`` was applied, and a ``CuratorStages`` to its output."""
 
     def __init__(self, chain: CuratorStages, name: str) -> None:
         super().__init__()
@@ -48,8 +50,10 @@ class AfterComplete(beam.PTransform):
         self.chain = chain
         self.name = name
 
-    def expand(self, _):
-        ended = self.chain.output | "Ended" >> beam.combiners.Count.Globally()
-        return ended | "RootIfComplete" >> beam.FlatMap(
-            _root_if_complete, beam.pvalue.AsList(self.chain.pending_keys), self.chain.store, self.name,
+    def expand(self, start):
+        # A side input is ready only once all of its PCollection is: the chain's output, each task as None.
+        ended = self.chain.output | "Ended" >> beam.Map(lambda _: None)
+        return start | "Start" >> beam.Create([None]) | "RootIfComplete" >> beam.FlatMap(
+            _root_if_complete, beam.pvalue.AsList(self.chain.pending_keys), beam.pvalue.AsIter(ended),
+            self.chain.store, self.name,
         )
