@@ -142,6 +142,19 @@ def _run_without_metrics(beam_pipeline: beam.Pipeline, transform: CuratorStages)
     )
 
 
+def _progress_folder(checkpoint: str | None) -> str:
+    """Where a run's workers record their progress: in the checkpoint folder (which workers elsewhere can reach) if any."""
+    if checkpoint:
+        return f"{checkpoint.rstrip('/')}/{PROGRESS_DIR}/{uuid.uuid4().hex[:12]}"
+    return tempfile.mkdtemp(prefix="beam-curator-progress-")
+
+
+def _view(name: str, transform: CuratorStages, folder: str) -> ProgressView:
+    stages = transform.stages
+    return ProgressView(folder, name, stages[min(transform.source + 1, transform.sink)].stage_name,
+                        stages[transform.sink].stage_name)
+
+
 def _complete(summary: RunSummary) -> bool:
     return summary.started and not summary.tasks_failed and not summary.partitions_incomplete and (
         summary.partitions_completed >= summary.partitions_pending
@@ -222,6 +235,7 @@ def run_in_order(
             f"steps run in order need distinct names and a checkpoint each but the last (without one: {unchecked})"
         )
     options = pipeline_options(runner, beam_args, **runner_settings)
+    shown = progress_shown() if progress is None else progress
     if is_dask(options):
         summaries: list[RunSummary] = []
         for pipeline, checkpoint in steps:
@@ -229,16 +243,19 @@ def run_in_order(
                 summaries.append(RunSummary(started=False))
                 continue
             beam_pipeline = beam.Pipeline(options=options)
-            transform = CuratorStages(pipeline.stages, checkpoint, map_size=map_size, list_in_driver=True)
+            folder = _progress_folder(checkpoint)
+            transform = CuratorStages(pipeline.stages, checkpoint, map_size=map_size, progress_folder=folder,
+                                      list_in_driver=True)
             _ = beam_pipeline | pipeline.name >> transform
-            summaries.append(_run_without_metrics(beam_pipeline, transform))
+            try:
+                with ProgressWatcher([_view(pipeline.name, transform, folder)], shown) as watcher:
+                    with watcher.logging_redirected():
+                        summaries.append(_run_without_metrics(beam_pipeline, transform))
+            finally:
+                forget_progress(folder)
             logger.debug("pipeline %s finished: %s", pipeline.name, summaries[-1])
         return summaries
-    folders = [
-        f"{checkpoint.rstrip('/')}/{PROGRESS_DIR}/{uuid.uuid4().hex[:12]}" if checkpoint
-        else tempfile.mkdtemp(prefix="beam-curator-progress-")
-        for _, checkpoint in steps
-    ]
+    folders = [_progress_folder(checkpoint) for _, checkpoint in steps]
     started = time.monotonic()
     beam_pipeline = beam.Pipeline(options=options)
     views, previous = [], None
@@ -248,20 +265,13 @@ def run_in_order(
             beam_pipeline | f"{pipeline.name}-waits" >> AfterComplete(previous, pipeline.name)
         )
         _ = start | pipeline.name >> transform
-        stages = transform.stages
-        views.append(ProgressView(
-            folder, pipeline.name, stages[min(transform.source + 1, transform.sink)].stage_name,
-            stages[transform.sink].stage_name,
-        ))
+        views.append(_view(pipeline.name, transform, folder))
         previous = transform
     environment = str(runner_settings.get("environment_type") or "").upper()
     watched = environment in ("EXTERNAL", "PROCESS") and bool(
         steps[0][1] or str(runner_settings.get("environment_config", "")).startswith(("localhost:", "127.0.0.1:"))
     )  # only then can the driver see the workers' files
-    watcher = ProgressWatcher(
-        views, progress_shown() if progress is None else progress,
-        start_timeout=worker_start_timeout if watched else None,
-    )
+    watcher = ProgressWatcher(views, shown, start_timeout=worker_start_timeout if watched else None)
     try:
         with watcher, watcher.logging_redirected():
             result = beam_pipeline.run()
