@@ -45,7 +45,7 @@ class RunSummary:
     partitions_incomplete: int = 0  # pending but not marked complete after the run (runners without metrics)
     started: bool = True  # False: a step of ``run_in_order`` whose step before did not complete
     counters: dict[str, int] = field(default_factory=dict)
-    seconds: float = 0.0
+    seconds: float = 0.0  # of the Beam pipeline that ran it (steps of ``run_in_order`` share one)
 
     @property
     def tasks_failed(self) -> int:
