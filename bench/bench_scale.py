@@ -9,7 +9,7 @@ generated file by file and cached under ``$BEAM_CURATOR_BENCH_CACHE``.
 
 Contenders, each in a fresh process (so that its peak RSS is its own):
 
-* ``beam_curator``: ``SemanticDeduplicationWorkflow`` on the local runner,
+* ``beam_curator``: ``SemanticDeduplicationWorkflow`` on the local runner (one thread per core),
   from the parquet files to ``duplicates/``, resumable, fresh cache;
 * ``baseline``: what one would write by hand with everything in memory:
   read every file into one array, faiss-cpu spherical k-means, faiss
@@ -86,7 +86,7 @@ def run_workflow(data: Path, work: Path, args: argparse.Namespace) -> dict:
     result = SemanticDeduplicationWorkflow(
         str(data), str(work / "output"), cache_path=str(work / "cache"), n_clusters=k, eps=args.eps,
         max_iter=args.iters, fit_data_fraction=fit_fraction(args), which_to_keep="hard", runner="local",
-        progress=False,
+        num_workers=args.workers, progress=False,
     ).run()
     phases = {name: result.get_metadata(f"{name}_time") for name in ("kmeans", "pairwise", "identification")}
     return {"duplicates": result.get_metadata("num_duplicates"), "phases": phases}
@@ -181,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iters", type=int, default=20, help="k-means iterations for both")
     parser.add_argument("--eps", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                        help="threads of the local runner (num_workers); default one per core, as the baseline uses")
     parser.add_argument("--only", choices=CONTENDERS, help="run one contender only (e.g. at sizes the baseline cannot hold)")
     parser.add_argument("--work", default=str(EMBEDDING_CACHE / "scale-work"), help="scratch folder for outputs")
     parser.add_argument("--contender", choices=CONTENDERS, help=argparse.SUPPRESS)
@@ -204,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Post-embedding semantic dedup on {args.n:,} synthetic 384-d unit vectors in {args.files} parquet files "
         f"({int(args.n * args.dup_share):,} planted near-copies; generated in {generated:.0f} s, not counted), "
         f"k = {k:,}, k-means fitted on {args.fit_per_centroid} documents per centroid for {args.iters} "
-        f"iterations, eps = {args.eps}, which_to_keep = hard, local runner. Each contender in a fresh process; "
+        f"iterations, eps = {args.eps}, which_to_keep = hard, local runner with {args.workers} thread(s). Each contender in a fresh process; "
         "CPU = user + system time of it and its children; peak RSS = the largest resident set of it or any child.\n\n"
         + markdown_table(["contender", "wall s", "CPU s", "peak RSS GB", "seconds per phase", "duplicates"], rows)
     )

@@ -60,6 +60,7 @@ def snapshot(folder: Path) -> dict[str, int]:
 @pytest.mark.slow
 @pytest.mark.parametrize("runner, settings", [
     ("local", {}),
+    ("local", {"num_workers": 2}),  # threads of this process
     ("local-multiprocess", {"num_workers": 2}),
     ("portable", {}),
 ])
@@ -124,3 +125,29 @@ def test_a_batch_stage_merging_partitions_marks_every_one_of_them(tmp_path: Path
     lines = [line for file in input_dir.glob("*.jsonl") for line in file.read_text().splitlines()]
     every_row = canonical([json.loads(line) for line in lines])
     assert output_rows(tmp_path / "out") == every_row
+
+
+class ThreadTag(ProcessingStage):
+    """Tags rows with the thread that processed them, and holds its thread a
+    moment so that another one takes the next partition meanwhile."""
+
+    name = "thread_tag"
+
+    def process(self, task: DocumentBatch) -> DocumentBatch:
+        import threading
+        import time
+
+        time.sleep(0.2)
+        table = task.to_pyarrow()
+        table = table.append_column("thread", pa.array([threading.get_ident()] * table.num_rows, pa.int64()))
+        return DocumentBatch(dataset_name=task.dataset_name, data=table, _metadata=task._metadata)
+
+
+@pytest.mark.parametrize("num_workers", [None, 2])
+def test_the_local_runner_runs_bundles_on_num_workers_threads(num_workers: int | None, tmp_path: Path) -> None:
+    input_dir = write_corpus(tmp_path / "in", FILES)
+    Pipeline("threads", stages=[
+        JsonlReader(str(input_dir), files_per_partition=1), ThreadTag(), JsonlWriter(str(tmp_path / "out")),
+    ]).run(str(tmp_path / "ckpt"), "local", num_workers=num_workers)
+    threads = {row["thread"] for row in output_rows(tmp_path / "out")}
+    assert len(threads) == (num_workers or 1), threads

@@ -140,7 +140,7 @@ def test_every_setting_of_every_preset_is_accepted(jar: str) -> None:
     [
         ("dataflow-ish", {}, ValueError, "unknown runner 'dataflow-ish'; choose one of local, local-multiprocess"),
         ("spark", {"flink_master": "jm:8081"}, ValueError, "flink_master does not apply to runner 'spark'"),
-        ("local", {"num_workers": 4}, ValueError, "num_workers does not apply to runner 'local'"),
+        ("local", {"job_endpoint": "localhost:8099"}, ValueError, "job_endpoint does not apply to runner 'local'"),
         ("local-multiprocess", {"num_workers": 0}, ValueError, "num_workers must be at least 1"),
         ("portable", {"environment_type": "EXTERNAL"}, ValueError, "EXTERNAL needs environment_config='host:port'"),
         ("portable", {"environment_type": "THREADS"}, ValueError, "unknown environment_type 'THREADS'"),

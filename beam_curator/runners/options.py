@@ -25,7 +25,7 @@ ENVIRONMENT_TYPES = ("LOOPBACK", "EXTERNAL", "PROCESS", "DOCKER")
 
 _ENVIRONMENT = {"num_workers", "environment_type", "environment_config"}
 SETTINGS: dict[str, frozenset[str]] = {
-    "local": frozenset(),
+    "local": frozenset({"num_workers"}),
     "local-multiprocess": frozenset({"num_workers"}),
     "portable": frozenset(_ENVIRONMENT | {"job_endpoint"}),
     "flink": frozenset(_ENVIRONMENT | {"job_endpoint", "flink_master", "flink_version", "flink_job_server_jar",
@@ -106,7 +106,8 @@ def runner_args(
 
     ``local`` is Beam's in-process FnApiRunner, named explicitly: the
     DirectRunner of recent Beam releases first tries to download a Prism
-    binary, which fails on machines without internet. ``local-multiprocess``
+    binary, which fails on machines without internet; ``num_workers`` threads
+    run its bundles (default 1). ``local-multiprocess``
     runs ``num_workers`` SDK worker processes (default: one per CPU), through
     :class:`~beam_curator.runners.local_workers.LocalMultiProcessRunner` so
     that their logs follow ours.
@@ -131,7 +132,9 @@ def runner_args(
     if num_workers is not None and int(num_workers) < 1:
         raise ValueError(f"num_workers must be at least 1, not {num_workers}")
     if runner == "local":
-        return ["--runner=FnApiRunner", "--direct_running_mode=in_memory", "--direct_num_workers=1"]
+        # Threads of this process, each running bundles: stages that spend their time in Arrow,
+        # numpy or torch (which release the GIL) use that many cores; one by default.
+        return ["--runner=FnApiRunner", "--direct_running_mode=in_memory", f"--direct_num_workers={num_workers or 1}"]
     if runner == "local-multiprocess":
         workers = num_workers or os.cpu_count() or 2
         return [f"--runner={LocalMultiProcessRunner.__module__}.{LocalMultiProcessRunner.__name__}",
