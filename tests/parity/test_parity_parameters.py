@@ -64,8 +64,8 @@ def test_unknown_names_fail_at_construction_with_the_closest(tmp_path, make, typ
 
 def test_runner_settings_are_checked_at_construction(tmp_path):
     with pytest.raises(ValueError, match="do(es)? not apply to runner 'local'"):
-        text_workflow(tmp_path, num_workers=2)
-    assert text_workflow(tmp_path, runner="local-multiprocess", num_workers=2)
+        text_workflow(tmp_path, flink_master="localhost:8081")
+    assert text_workflow(tmp_path, runner="flink", flink_master="localhost:8081")
 
 
 def test_eps_none_with_removal_raises_as_in_nemo(tmp_path):
