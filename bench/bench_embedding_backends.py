@@ -126,8 +126,8 @@ def model_gflop(texts: list[str]) -> float:
     from beam_curator.models import resolve_model
 
     path = resolve_model(DEFAULT_MODEL)
-    tokenizer = SentenceTransformer(path, device="cpu", local_files_only=True)
-    lengths = tokenizer.tokenize(texts)["attention_mask"].sum(dim=1).double().numpy()  # tokens, padding left out
+    model = SentenceTransformer(path, device="cpu", local_files_only=True)  # truncates as the pipeline does
+    lengths = model.tokenize(texts)["attention_mask"].sum(dim=1).double().numpy()  # tokens, padding left out
     config = AutoConfig.from_pretrained(path, local_files_only=True)
     h, inner = config.hidden_size, config.intermediate_size
     multiply_adds = lengths * (4 * h * h + 2 * h * inner) + 2 * lengths**2 * h

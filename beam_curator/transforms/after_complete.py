@@ -5,10 +5,10 @@ cluster's documents" needs the first chain finished everywhere before the
 second may read what it wrote. Running each chain as a Beam pipeline of its
 own costs a pipeline start per chain; inside one pipeline, a side input of
 the first chain's output is the barrier (a runner hands it over only once
-all of it is computed), and the checkpoint, not the
-element count, says whether the first chain really is complete: a task that
-failed leaves its partition pending, and then the second chain must not see
-half of the first's output, so it gets no root task and does nothing.
+all of it is computed), and the checkpoint, not the element count, says
+whether the first chain really is complete: a task that failed leaves its
+partition pending, and then the second chain must not see half of the
+first's output, so it gets no root task and does nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ logger = logging.getLogger(__name__)
 def _root_if_complete(
     _: None, pending: list[str], ended: object, store: CheckpointStore, name: str,
 ) -> Iterator[Task]:
+    """The root task of the next chain, if every ``pending`` partition is complete in ``store``
+    (``ended``, the finished chain's output, is only waited for)."""
     missing = set(pending) - store.completed()
     if missing:
         logger.warning(
