@@ -78,6 +78,30 @@ def test_the_bar_shows_documents_an_estimated_total_rate_and_partitions(tmp_path
     assert "150/150" in stream.getvalue().split("\r")[-1], "the final line shows the real total"
 
 
+def test_the_bar_moves_on_to_the_next_step_once_its_source_has_listed(tmp_path: Path) -> None:
+    """Steps of ``run_in_order`` run one after another: the first step's bar
+    ends with its own total, then the second step's bar opens."""
+    first, second = str(tmp_path / "first"), str(tmp_path / "second")
+    views = [ProgressView(first, "sample", "reader", "sample_writer"),
+             ProgressView(second, "check-ids", "check", "ids_writer")]
+    stream = io.StringIO()
+    with ProgressWatcher(views, show=True, stream=stream) as watcher:
+        sampling = ProgressRecorder.for_folder(first)
+        sampling.stage("sample_writer", tasks=3, items_in=90, items_out=3)
+        sampling.write(force=True)
+        watcher._follow()
+        assert watcher.current == 0 and "check-ids" not in stream.getvalue()
+        checking = ProgressRecorder.for_folder(second)
+        checking.partition("pending", 2)
+        checking.stage("ids_writer", tasks=1, items_in=5, items_out=1)
+        checking.write(force=True)
+        watcher._follow()
+        assert watcher.current == 1
+    shown = stream.getvalue()
+    assert "sample" in shown and "90/90" in shown, "the first bar ends with its own total"
+    assert "check-ids" in shown.split("90/90")[-1] and "5/5" in shown.split("\r")[-1]
+
+
 def test_pipeline_run_leaves_no_progress_files(tmp_path: Path) -> None:
     Pipeline("copy", stages=[JsonlReader(sample_corpus_path()), JsonlWriter(str(tmp_path / "out"))]).run(
         str(tmp_path / "ckpt"), progress=False,
