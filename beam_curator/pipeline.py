@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import re
 import tempfile
 import threading
 import time
@@ -66,10 +67,14 @@ class RunSummary:
 
 
 def _counters(result: beam.runners.runner.PipelineResult, name: str) -> dict[str, int]:
-    """The counters of the chain applied as ``name`` (steps are labelled ``name/...``)."""
+    """The counters of the chain applied as ``name``. Its stages are labelled ``name/NN-stage``;
+    Java job servers (Flink, Spark) report the step as the transform's id in the pipeline proto
+    instead, ``ref_AppliedPTransform_<label with / as ->_<n>``."""
+    proto_id = re.compile(rf"^ref_AppliedPTransform_{re.escape(re.sub(r'[^a-zA-Z0-9_-]+', '-', name))}-\d\d-")
     counters: dict[str, int] = {}
     for counter in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]:
-        if not counter.key.step.startswith(f"{name}/"):
+        step = counter.key.step
+        if not (step.startswith(f"{name}/") or proto_id.match(step)):
             continue
         try:
             value = counter.committed

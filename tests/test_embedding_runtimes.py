@@ -30,7 +30,8 @@ from beam_curator.models import (  # noqa: E402
     SentenceTransformerEmbeddingHandler,
     resolve_model,
 )
-from beam_curator.models.onnx_export import RECORD_FILE, exported_model, file_digest  # noqa: E402
+from beam_curator.models.onnx_export import RECORD_FILE, exported_model  # noqa: E402
+from beam_curator.stages.io.fingerprint import file_digest  # noqa: E402
 from beam_curator.workflows import TextSemanticDeduplicationWorkflow  # noqa: E402
 
 MAX_CHARS = 300

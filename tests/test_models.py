@@ -31,6 +31,7 @@ from beam_curator.models import (
     make_embedding_handler,
     resolve_model,
 )
+from stages_for_tests import vllm_missing
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -266,6 +267,7 @@ def run_vllm_pipeline(backend: str, texts: list[str], tmp_path: Path) -> np.ndar
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(bool(vllm_missing()), reason=vllm_missing())
 def test_vllm_handler_matches_sentence_transformers(st_model, tmp_path):
     vectors = run_vllm_pipeline("vllm", SENTENCES, tmp_path)
     cosines = np.sum(normalise(vectors) * reference(st_model, SENTENCES), axis=1)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 from apache_beam.options.pipeline_options import (
@@ -26,6 +28,15 @@ def jar(tmp_path: Path) -> str:
     path = tmp_path / "job-server.jar"
     path.write_bytes(b"PK")
     return str(path)
+
+
+@pytest.fixture
+def listening() -> Iterator[str]:
+    """``localhost:port`` of a socket that accepts connections, standing in for a job server or master."""
+    with socket.socket() as server:
+        server.bind(("localhost", 0))
+        server.listen()
+        yield f"localhost:{server.getsockname()[1]}"
 
 
 def test_local_is_the_in_process_fn_api_runner() -> None:
@@ -67,28 +78,28 @@ def test_flink_with_a_local_job_server_jar(jar: str) -> None:
     assert options.view_as(PortableOptions).environment_type == "LOOPBACK"  # a local master runs workers here
 
 
-def test_flink_cluster_keeps_beams_environment_default_unless_told() -> None:
-    remote = pipeline_options("flink", flink_master="jobmanager:8081")
-    assert remote.view_as(FlinkRunnerOptions).flink_master == "jobmanager:8081"
+def test_flink_cluster_keeps_beams_environment_default_unless_told(jar: str, listening: str) -> None:
+    remote = pipeline_options("flink", flink_master=listening, flink_job_server_jar=jar)
+    assert remote.view_as(FlinkRunnerOptions).flink_master == listening
     assert remote.view_as(PortableOptions).environment_type is None
     process = pipeline_options(
-        "flink", flink_master="jobmanager:8081", environment_type="PROCESS",
+        "flink", flink_master=listening, flink_job_server_jar=jar, environment_type="PROCESS",
         environment_config="/opt/apache/beam/boot", num_workers=2,
     ).view_as(PortableOptions)
     assert process.environment_type == "PROCESS"
     assert json.loads(process.environment_config) == {"command": "/opt/apache/beam/boot"}
     assert int(process.sdk_worker_parallelism) == 2
     config = '{"command": "/opt/apache/beam/boot", "env": {"BEAM_CURATOR_GPUS": "0,1"}}'
-    given = pipeline_options("flink", environment_type="PROCESS", environment_config=config)
+    given = pipeline_options("flink", flink_job_server_jar=jar, environment_type="PROCESS", environment_config=config)
     assert given.view_as(PortableOptions).environment_config == config  # JSON is Beam's own form: kept as is
 
 
-def test_spark_with_a_local_job_server_jar(jar: str) -> None:
-    options = pipeline_options("spark", spark_master_url="spark://master:7077", spark_job_server_jar=jar)
+def test_spark_with_a_local_job_server_jar(jar: str, listening: str) -> None:
+    options = pipeline_options("spark", spark_master_url=f"spark://{listening}", spark_job_server_jar=jar)
     spark = options.view_as(SparkRunnerOptions)
     assert options.view_as(StandardOptions).runner == "SparkRunner"
-    assert (spark.spark_master_url, spark.spark_job_server_jar) == ("spark://master:7077", jar)
-    assert pipeline_options("spark").view_as(SparkRunnerOptions).spark_master_url == "local[*]"
+    assert (spark.spark_master_url, spark.spark_job_server_jar) == (f"spark://{listening}", jar)
+    assert pipeline_options("spark", spark_job_server_jar=jar).view_as(SparkRunnerOptions).spark_master_url == "local[*]"
 
 
 def test_dask_names_a_scheduler_or_sizes_a_cluster_started_for_the_run() -> None:
@@ -121,9 +132,9 @@ def test_no_preset_means_only_the_raw_flags() -> None:
     assert isinstance(options, PipelineOptions)
 
 
-def test_every_setting_of_every_preset_is_accepted(jar: str) -> None:
+def test_every_setting_of_every_preset_is_accepted(jar: str, listening: str) -> None:
     values = {
-        "num_workers": 2, "job_endpoint": "localhost:8099", "environment_type": "EXTERNAL",
+        "num_workers": 2, "job_endpoint": listening, "environment_type": "EXTERNAL",
         "environment_config": "localhost:50000", "flink_master": "[local]", "flink_version": "1.20",
         "flink_job_server_jar": jar, "parallelism": 2, "spark_master_url": "local[2]", "spark_job_server_jar": jar,
         "dask_address": "tcp://scheduler:8786",
@@ -146,7 +157,12 @@ def test_every_setting_of_every_preset_is_accepted(jar: str) -> None:
         ("portable", {"environment_type": "THREADS"}, ValueError, "unknown environment_type 'THREADS'"),
         ("portable", {"environment_config": "localhost:5000"}, ValueError, "needs an environment_type"),
         ("flink", {"environment_type": "PROCESS"}, ValueError, "PROCESS needs environment_config"),
-        ("flink", {"flink_version": "1.4"}, ValueError, "flink_version '1.4' has no Beam job server"),
+        ("flink", {"flink_version": "1.4", "flink_job_server_jar": __file__}, ValueError,
+         "flink_version '1.4' has no Beam job server"),
+        ("flink", {"flink_version": "1.20"}, ValueError, "the job server beam-curator builds is for Flink 1.19"),
+        ("flink", {"job_endpoint": "localhost:1"}, ConnectionError, "nothing answers at --job_endpoint localhost:1"),
+        ("flink", {"flink_master": "localhost:1"}, ConnectionError, "nothing answers at --flink_master localhost:1"),
+        ("spark", {"spark_master_url": "spark://localhost:1"}, ConnectionError, "--spark_master_url spark://localhost:1"),
         ("flink", {"flink_job_server_jar": "/nowhere/flink.jar"}, FileNotFoundError, "--flink_job_server_jar"),
         ("spark", {"spark_job_server_jar": "/nowhere/spark.jar"}, FileNotFoundError, "--spark_job_server_jar"),
         ("dask", {"dask_address": "tcp://s:8786", "num_workers": 2}, ValueError, "num_workers sizes the LocalCluster"),
@@ -157,6 +173,13 @@ def test_every_setting_of_every_preset_is_accepted(jar: str) -> None:
 def test_bad_settings_fail_before_anything_starts(runner: str, settings: dict, error: type, message: str) -> None:
     with pytest.raises(error, match=re.escape(message)):
         pipeline_options(runner, **settings)
+
+
+def test_no_java_on_path_is_named_before_anything_starts(monkeypatch: pytest.MonkeyPatch, jar: str) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    for runner, jar_setting in (("flink", "flink_job_server_jar"), ("spark", "spark_job_server_jar")):
+        with pytest.raises(RuntimeError, match=f"no `java` on PATH: Beam's {runner} job server is a Java program"):
+            pipeline_options(runner, **{jar_setting: jar})
 
 
 def test_a_jar_url_is_left_for_beam_to_fetch() -> None:

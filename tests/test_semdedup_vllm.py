@@ -21,8 +21,10 @@ from curator_helpers import canonical, output_rows  # noqa: E402
 from semdedup_helpers import SCRIPTS_DIR, exact_groups, jsonl_rows, write_jsonl  # noqa: E402
 
 from beam_curator.data import sample_corpus_path  # noqa: E402
+from stages_for_tests import vllm_missing  # noqa: E402
 
-pytest.importorskip("vllm")
+if vllm_missing():
+    pytest.skip(vllm_missing(), allow_module_level=True)
 
 
 def tiny_corpus(folder: Path, size: int = 60) -> list[dict]:

@@ -266,6 +266,34 @@ def _add_checkpoint(commands: argparse._SubParsersAction) -> None:
     checkpoint.set_defaults(handler=_checkpoint)
 
 
+def _add_job_server(commands: argparse._SubParsersAction) -> None:
+    server = commands.add_parser(
+        "job-server", formatter_class=_Formatter, help="build (once) and print the path of Beam's Flink or Spark job server jar",
+        description=textwrap.fill(
+            "Print the jar that runner=flink / runner=spark start their job server from: the one named in "
+            "BEAM_CURATOR_FLINK_JOB_SERVER_JAR / BEAM_CURATOR_SPARK_JOB_SERVER_JAR, else one built with Maven from "
+            "Beam's runner artifact on first use and cached. Copy it to machines without Maven and name it there "
+            "in that variable.", 80),
+    )
+    _add_logging_flags(server, top_level=False)
+    server.add_argument("engine", choices=["flink", "spark"], help="which runner's job server")
+    server.set_defaults(handler=_job_server)
+
+
+def _job_server(args: argparse.Namespace, beam_args: list[str]) -> int:
+    from beam_curator.runners.job_server import JOB_SERVERS, JobServerError, job_server_jar
+
+    try:
+        jar = job_server_jar(args.engine)
+    except JobServerError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    build = JOB_SERVERS[args.engine]
+    print(jar)
+    print(f"Beam {build.beam_version} job server for {args.engine.capitalize()} {build.engine_version}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="beam-curator", description="Resumable text curation on Apache Beam: semantic deduplication "
@@ -277,6 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_semdedup(commands)
     _add_checkpoint(commands)
+    _add_job_server(commands)
     for sub in commands.choices.values():
         sub.allow_abbrev = False  # a prefix of one option must not silently mean it
     return parser

@@ -34,6 +34,8 @@ from typing import Literal
 
 import torch
 
+from beam_curator.stages.io.fingerprint import file_digest
+
 Precision = Literal["fp32", "int8"]
 
 EXPORT_FORMAT = 1  # bump when the export itself changes, so old caches are not reused
@@ -97,14 +99,6 @@ def export_key(model_dir: str, precision: Precision) -> str:
     root = Path(model_dir)
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         digest.update(str(path.relative_to(root)).encode() + b"\0" + file_digest(path).encode())
-    return digest.hexdigest()
-
-
-def file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
     return digest.hexdigest()
 
 

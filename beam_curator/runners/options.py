@@ -13,12 +13,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import urllib.request
 
 from apache_beam.options.pipeline_options import FlinkRunnerOptions, PipelineOptions
 
 from beam_curator.logs import worker_log_level
 from beam_curator.runners.dask import dask_flags
+from beam_curator.runners.job_server import JOB_SERVERS, job_server_jar, require_java
 from beam_curator.runners.local_workers import LocalMultiProcessRunner
+from beam_curator.runners.services import answers
 
 RUNNERS = ("local", "local-multiprocess", "portable", "flink", "spark", "dask")
 ENVIRONMENT_TYPES = ("LOOPBACK", "EXTERNAL", "PROCESS", "DOCKER")
@@ -56,6 +59,52 @@ def _check_jar(flag: str, jar: str | None) -> None:
     """A local jar must exist: otherwise Beam would silently try to download one."""
     if jar and "://" not in jar and not os.path.isfile(jar):
         raise FileNotFoundError(f"--{flag} {jar!r} is not a file; give the path (or URL) of the job-server jar")
+
+
+def _check_answers(flag: str, address: str, what: str) -> None:
+    """Something must listen at ``address`` (``host:port``, with or without a scheme): a job server
+    or cluster that is not there would otherwise show as a wait of minutes, then a gRPC or REST error."""
+    host_port = re.sub(r"^[a-z]+://", "", address).split("/")[0]
+    host, _, port = host_port.rpartition(":")
+    if not (host and port.isdigit()):
+        raise ValueError(f"--{flag} {address!r} is not host:port")
+    if not answers(host.strip("[]"), int(port), timeout=3.0):
+        raise ConnectionError(f"nothing answers at --{flag} {address} ({what}); start it, or correct the address")
+
+
+def _job_server(runner: str, jar: str | None, job_endpoint: str | None, master: str, master_flag: str,
+                local: bool) -> str | None:
+    """The job-server jar to start (None: use the running one at ``job_endpoint``), after checking
+    that the endpoint or Java, and a remote master, are there."""
+    if job_endpoint:
+        _check_answers("job_endpoint", job_endpoint, f"a running {runner} job server")
+        return None
+    if not local:
+        _check_answers(master_flag, master, f"the {runner} cluster's {'REST endpoint' if runner == 'flink' else 'master'}")
+    require_java(runner)
+    if jar:
+        _check_jar(f"{runner}_job_server_jar", jar)
+        return jar
+    if runner == "flink" and not local:
+        _check_flink_version(master)
+    return job_server_jar(runner)
+
+
+def _check_flink_version(master: str) -> None:
+    """The cluster at ``master`` runs the Flink minor version of the job server built here: Flink's
+    client and cluster must agree on it, or the job fails at submission with a serialization error."""
+    served = JOB_SERVERS["flink"].engine_version
+    url = f"http://{re.sub(r'^[a-z]+://', '', master).rstrip('/')}/config"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            version = json.loads(response.read()).get("flink-version", "")
+    except (OSError, ValueError) as error:
+        raise ConnectionError(f"--flink_master {master} answers, but not as Flink's REST API ({url}: {error}); "
+                              "give the JobManager's REST address (rest.port, 8081 by default)") from error
+    if not version.startswith(served + "."):
+        raise ValueError(f"the Flink cluster at {master} runs Flink {version}, and the job server built here is for "
+                         f"Flink {served}; give flink_job_server_jar= Beam's job server for Flink "
+                         f"{'.'.join(version.split('.')[:2])} (and flink_version=)")
 
 
 def _environment(
@@ -112,8 +161,11 @@ def runner_args(
     :class:`~beam_curator.runners.local_workers.LocalMultiProcessRunner` so
     that their logs follow ours.
     ``portable`` with no ``job_endpoint`` starts an embedded job service.
-    ``flink`` and ``spark`` start a job server from ``*_job_server_jar`` when
-    given (sites without internet need that). ``num_workers`` is the SDK
+    ``flink`` and ``spark`` start a job server from ``*_job_server_jar``, by
+    default the one :func:`~beam_curator.runners.job_server.job_server_jar`
+    builds with Maven (Flink 1.19, Spark 3.5), or use the running one at
+    ``job_endpoint``; a job endpoint or remote master that does not answer,
+    or no Java, is an error here, before anything starts. ``num_workers`` is the SDK
     worker processes per worker node for the portable runners, ``parallelism``
     Flink's task parallelism. ``dask`` runs on Beam's DaskRunner: on the
     scheduler at ``dask_address`` (``tcp://host:8786``), or on a LocalCluster
@@ -148,21 +200,31 @@ def runner_args(
         )]
     if runner == "flink":
         master = flink_master or "[local]"
-        versions = FlinkRunnerOptions.PUBLISHED_FLINK_VERSIONS
-        if flink_version is not None and str(flink_version) not in versions:
-            raise ValueError(f"flink_version {flink_version!r} has no Beam job server; choose one of {', '.join(versions)}")
-        _check_jar("flink_job_server_jar", flink_job_server_jar)
-        kind, config = _environment(runner, environment_type, environment_config, local_master=master in ("[local]", "[auto]"))
+        served = JOB_SERVERS["flink"].engine_version
+        if flink_job_server_jar is None and job_endpoint is None:
+            if flink_version is not None and str(flink_version) != served:
+                raise ValueError(
+                    f"flink_version {flink_version!r}: the job server beam-curator builds is for Flink {served}; "
+                    f"for Flink {flink_version} give flink_job_server_jar= (Beam's beam-runners-flink-"
+                    f"{flink_version}-job-server jar) or job_endpoint= of a job server you started")
+            flink_version = served
+        elif flink_version is not None and str(flink_version) not in FlinkRunnerOptions.PUBLISHED_FLINK_VERSIONS:
+            raise ValueError(f"flink_version {flink_version!r} has no Beam job server; choose one of "
+                             f"{', '.join(FlinkRunnerOptions.PUBLISHED_FLINK_VERSIONS)}")
+        local = master in ("[local]", "[auto]")
+        jar = _job_server("flink", flink_job_server_jar, job_endpoint, master, "flink_master", local)
+        kind, config = _environment(runner, environment_type, environment_config, local_master=local)
         return ["--runner=FlinkRunner", *_flags(
-            flink_master=master, flink_version=flink_version, flink_job_server_jar=flink_job_server_jar,
+            flink_master=master, flink_version=flink_version, flink_job_server_jar=jar,
             job_endpoint=job_endpoint, parallelism=parallelism,
             environment_type=kind, environment_config=config, sdk_worker_parallelism=num_workers,
         )]
     master = spark_master_url or "local[*]"
-    _check_jar("spark_job_server_jar", spark_job_server_jar)
-    kind, config = _environment(runner, environment_type, environment_config, local_master=master.startswith("local"))
+    local = master.startswith("local")
+    jar = _job_server("spark", spark_job_server_jar, job_endpoint, master, "spark_master_url", local)
+    kind, config = _environment(runner, environment_type, environment_config, local_master=local)
     return ["--runner=SparkRunner", *_flags(
-        spark_master_url=master, spark_job_server_jar=spark_job_server_jar, job_endpoint=job_endpoint,
+        spark_master_url=master, spark_job_server_jar=jar, job_endpoint=job_endpoint,
         environment_type=kind, environment_config=config, sdk_worker_parallelism=num_workers,
     )]
 

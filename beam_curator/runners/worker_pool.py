@@ -15,21 +15,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import time
-from pathlib import Path
-from typing import IO
 
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("localhost", 0))
-        return probe.getsockname()[1]
+from beam_curator.runners.services import Service, free_port
 
 
 class WorkerPool:
@@ -51,9 +40,12 @@ class WorkerPool:
         self.python = python
         self.pythonpath = [str(folder) for folder in pythonpath or []]
         self.port = port or free_port()
-        self.startup_timeout = startup_timeout
-        self.process: subprocess.Popen | None = None
-        self._log: IO[bytes] | None = None
+        self.service = Service("worker-pool", [python, "-m", "beam_curator.runners.worker_pool", f"--port={self.port}"],
+                               self.port, env=self._environment(), startup_timeout=startup_timeout)
+
+    @property
+    def process(self) -> subprocess.Popen | None:
+        return self.service.process
 
     @property
     def address(self) -> str:
@@ -71,49 +63,16 @@ class WorkerPool:
         return env
 
     def start(self) -> "WorkerPool":
-        self._log = tempfile.NamedTemporaryFile(prefix="beam-worker-pool-", suffix=".log", delete=False)
-        self.process = subprocess.Popen(
-            [self.python, "-m", "beam_curator.runners.worker_pool", f"--port={self.port}"],
-            env=self._environment(), stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                tail = self.log_tail()
-                self.stop()
-                raise RuntimeError(f"worker pool exited with {self.process.returncode}:\n{tail}")
-            try:
-                socket.create_connection(("localhost", self.port), timeout=1).close()
-                return self
-            except OSError:
-                time.sleep(0.2)
-        tail = self.log_tail()
-        self.stop()
-        raise TimeoutError(f"worker pool did not listen on {self.address} within {self.startup_timeout} s:\n{tail}")
+        self.service.start()
+        return self
 
     def stop(self, grace: float = 10.0) -> None:
         """Terminate the pool and its SDK workers (its process group); kill what is left after ``grace``."""
-        if self.process is None:
-            return
-        group = self.process.pid
-        _signal_group(group, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            self.process.poll()  # reap the leader, or the group never looks empty
-            if not _signal_group(group, 0):
-                break
-            time.sleep(0.1)
-        _signal_group(group, signal.SIGKILL)
-        self.process.wait()
-        if self._log is not None:
-            self._log.close()
-            Path(self._log.name).unlink(missing_ok=True)
+        self.service.stop(grace)
 
     def log_tail(self, lines: int = 30) -> str:
         """The end of the pool's output (its workers' too), for error messages."""
-        if self._log is None:
-            return ""
-        return "\n".join(Path(self._log.name).read_text(errors="replace").splitlines()[-lines:])
+        return self.service.log_tail(lines)
 
     def __enter__(self) -> "WorkerPool":
         return self.start()
@@ -134,15 +93,6 @@ def main(argv: list[str] | None = None) -> None:
     from apache_beam.runners.worker import worker_pool_main
 
     worker_pool_main.main([f"--service_port={args.port}"])
-
-
-def _signal_group(group: int, sig: int) -> bool:
-    """Signal a process group; False when it no longer exists."""
-    try:
-        os.killpg(group, sig)
-        return True
-    except ProcessLookupError:
-        return False
 
 
 if __name__ == "__main__":

@@ -110,6 +110,24 @@ class SlowLog(ProcessingStage):
         return task
 
 
+class FailOnce(ProcessingStage):
+    """Raises on the first attempt at each partition, passes it on the next: an engine that retries
+    failed tasks completes the run; ``marker_dir`` remembers the attempts across processes."""
+
+    name = "fail_once"
+
+    def __init__(self, marker_dir: str) -> None:
+        self.marker_dir = marker_dir
+
+    def process(self, task: DocumentBatch) -> DocumentBatch:
+        marker = Path(self.marker_dir) / task.task_id
+        if not marker.exists():
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+            raise RuntimeError(f"first attempt at {task.task_id} fails on purpose")
+        return task
+
+
 def resume_pipeline(input_dir: str, output_dir: str, log_path: str, delay: float) -> Pipeline:
     """Read one file per partition, log and wait, fan out and filter, write."""
     return Pipeline("resume", stages=[

@@ -1,6 +1,7 @@
 """A curation run as a user starts it from a shell, for the interrupt tests.
 
     python resume_pipeline.py INPUT OUTPUT CHECKPOINT --log CALLS --delay SECONDS [--dask-address tcp://HOST:PORT]
+        [--runner NAME --settings JSON] [--fail-once-dir DIR]
 
 Rerunning the same command resumes: complete partitions are skipped. The
 last line printed is the run summary as JSON.
@@ -12,7 +13,7 @@ import argparse
 import json
 import logging
 
-from curator_helpers import resume_pipeline
+from curator_helpers import FailOnce, resume_pipeline
 
 
 def main() -> None:
@@ -23,12 +24,18 @@ def main() -> None:
     parser.add_argument("--log", required=True, help="file the slow stage appends each task id to")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds the slow stage waits per partition")
     parser.add_argument("--dask-address", help="run on the dask scheduler there instead of the local runner")
+    parser.add_argument("--runner", default="local", help="a runner preset")
+    parser.add_argument("--settings", default="{}", help="the runner's settings, as a JSON object")
+    parser.add_argument("--fail-once-dir", help="each partition's first attempt raises (FailOnce)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    runner = {"runner": "dask", "dask_address": args.dask_address} if args.dask_address else {"runner": "local"}
-    summary = resume_pipeline(args.input, args.output, args.log, args.delay).run(
-        checkpoint_path=args.checkpoint, **runner,
-    )
+    runner = {"runner": args.runner, **json.loads(args.settings)}
+    if args.dask_address:
+        runner = {"runner": "dask", "dask_address": args.dask_address}
+    pipeline = resume_pipeline(args.input, args.output, args.log, args.delay)
+    if args.fail_once_dir:
+        pipeline.stages.insert(1, FailOnce(args.fail_once_dir))
+    summary = pipeline.run(checkpoint_path=args.checkpoint, **runner)
     print(json.dumps({
         "pending": summary.partitions_pending,
         "skipped": summary.partitions_skipped,

@@ -16,6 +16,7 @@ Two levels, both computed where the files are listed (no Beam):
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Any
 
 import fsspec
@@ -60,6 +61,15 @@ def file_fingerprint(path: str, mode: str, info: dict[str, Any] | None = None) -
             if size > _EDGE:
                 handle.seek(max(size - _EDGE, _EDGE))
                 digest.update(handle.read(_EDGE))
+    return digest.hexdigest()
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """The SHA-256 of a local file's bytes, for records that say which file was produced."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
     return digest.hexdigest()
 
 
