@@ -30,8 +30,9 @@ _QUIET_LIBRARIES = ("apache_beam", "urllib3", "filelock", "fsspec", "matplotlib"
 _worker_level = "WARN"  # the spelling both Python and Java SDK harnesses accept (Java has no WARNING)
 _progress = True
 WORKER_LEVEL_VARIABLE = "BEAM_CURATOR_WORKER_LOG_LEVEL"
-# Where the driver re-logs what local worker processes send it; they print it themselves.
-_FORWARDED_WORKER_LOGS = "apache_beam.runners.portability.local_job_service"
+# Where the driver re-logs what local worker processes send it; they print it themselves. And where
+# Beam says, at WARNING, that it starts and stops a Flink or Spark job server, as every run does.
+_ROUTINE_WARNINGS = ("apache_beam.runners.portability.local_job_service", "apache_beam.utils.subprocess_server")
 
 
 class _ThirdPartyRootRecords(logging.Filter):
@@ -74,7 +75,8 @@ def configure_logging(quiet: bool = False, verbose: bool = False, stream=None) -
     logging.getLogger(_PACKAGE).setLevel(logging.WARNING if quiet else logging.INFO)
     for library in _QUIET_LIBRARIES:
         logging.getLogger(library).setLevel(logging.INFO if verbose else logging.WARNING)
-    logging.getLogger(_FORWARDED_WORKER_LOGS).setLevel(logging.INFO if verbose else logging.ERROR)
+    for routine in _ROUTINE_WARNINGS:
+        logging.getLogger(routine).setLevel(logging.INFO if verbose else logging.ERROR)
     _worker_level = "INFO" if verbose else "WARN"
     os.environ[WORKER_LEVEL_VARIABLE] = _worker_level  # local worker processes inherit it
     _progress = not quiet

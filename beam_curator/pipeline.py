@@ -19,7 +19,11 @@ from beam_curator.logs import progress_shown
 from beam_curator.runners import pipeline_options
 from beam_curator.runners.dask import is_dask, run_on_dask
 from beam_curator.stages import ProcessingStage
-from beam_curator.stages.base import flatten_stages
+from beam_curator.checkpoint import open_store
+from beam_curator.stages.base import describe_stages, flatten_stages, pipeline_changes
+from beam_curator.stages.io.overlap import check_no_overlap
+from beam_curator.stages.io.partitioning import FilePartitioningStage
+from beam_curator.stages.io.writer import FileWriterStage
 from beam_curator.stages.lineage import source_key
 from beam_curator.transforms import CuratorStages, PipelineDefinitionError, locate_source_and_sink
 from beam_curator.transforms.after_complete import AfterComplete
@@ -195,6 +199,7 @@ class Pipeline:
         map_size: int = 1 << 30,
         progress: bool | None = None,
         worker_start_timeout: float | None = 60.0,
+        changed_pipeline: str | None = "refuse",
         **runner_settings: object,
     ) -> RunSummary:
         """Run to the end; with ``checkpoint_path``, skip complete partitions
@@ -206,12 +211,53 @@ class Pipeline:
         quiet. A run on an EXTERNAL or PROCESS environment whose workers have
         not started after ``worker_start_timeout`` seconds stops with
         ``WorkersDidNotStartError`` (None: wait forever).
+
+        The checkpoint records the stages and their settings (``describe_stages``).
+        A rerun whose pipeline differs while marks exist raises
+        ``PipelineChangedError`` naming the change; ``changed_pipeline="keep"``
+        keeps the old marks instead (a warning says so) and records the new
+        pipeline; None skips the check.
         """
         (summary,) = run_in_order(
             [(self, checkpoint_path)], runner, beam_args=beam_args, map_size=map_size, progress=progress,
-            worker_start_timeout=worker_start_timeout, **runner_settings,
+            worker_start_timeout=worker_start_timeout, changed_pipeline=changed_pipeline, **runner_settings,
         )
         return summary
+
+
+def _check_paths_apart(pipeline: Pipeline, checkpoint: str | None) -> None:
+    """A pipeline's writers and checkpoint lie outside what its readers read (see ``check_no_overlap``)."""
+    stages = flatten_stages(pipeline.stages)
+    reads = {"file_paths" if index == 0 else f"file_paths of reader {index + 1}": stage.file_paths
+             for index, stage in enumerate(s for s in stages if isinstance(s, FilePartitioningStage))}
+    writes = {f"{type(stage).__name__} path": stage.path for stage in stages if isinstance(stage, FileWriterStage)}
+    check_no_overlap(reads, {**writes, "checkpoint_path": checkpoint})
+
+
+class PipelineChangedError(PipelineDefinitionError):
+    """A checkpoint's marks were made by a pipeline other than the one now run on it."""
+
+
+def _check_same_pipeline(pipeline: Pipeline, checkpoint: str, keep: bool, map_size: int) -> None:
+    """Marks made by other stages or settings would skip partitions that the pipeline as it is now
+    never produced: refuse (or, told to keep them, warn), then record this pipeline."""
+    store = open_store(checkpoint, map_size)
+    store.check_writable()  # its own error names the folder, before anything is written there
+    now, before = describe_stages(pipeline.stages), store.recorded_pipeline()
+    if before == now:
+        return
+    change = pipeline_changes(before, now) if before is not None else ""
+    if change and store.completed():
+        if not keep:
+            raise PipelineChangedError(
+                f"pipeline {pipeline.name!r} changed since its checkpoint {checkpoint} was written ({change}). "
+                f"Its marks would skip partitions this pipeline never produced: start afresh with "
+                f"`beam-curator checkpoint reset {checkpoint}` or a new checkpoint path, or keep the old marks "
+                "with changed_pipeline='keep'"
+            )
+        logger.warning("pipeline %r changed since checkpoint %s was written (%s); keeping its marks as asked",
+                       pipeline.name, checkpoint, change)
+    store.record_pipeline(now)
 
 
 def run_in_order(
@@ -222,6 +268,7 @@ def run_in_order(
     map_size: int = 1 << 30,
     progress: bool | None = None,
     worker_start_timeout: float | None = 60.0,
+    changed_pipeline: str | None = "refuse",
     **runner_settings: object,
 ) -> list[RunSummary]:
     """Run pipelines one after another, each with its checkpoint path, as
@@ -239,6 +286,12 @@ def run_in_order(
         raise PipelineDefinitionError(
             f"steps run in order need distinct names and a checkpoint each but the last (without one: {unchecked})"
         )
+    if changed_pipeline not in ("refuse", "keep", None):
+        raise ValueError(f"changed_pipeline must be 'refuse', 'keep' or None, not {changed_pipeline!r}")
+    for pipeline, checkpoint in steps:
+        _check_paths_apart(pipeline, checkpoint)
+        if checkpoint and changed_pipeline:
+            _check_same_pipeline(pipeline, checkpoint, changed_pipeline == "keep", map_size)
     options = pipeline_options(runner, beam_args, **runner_settings)
     shown = progress_shown() if progress is None else progress
     if is_dask(options):

@@ -77,6 +77,13 @@ def test_compressed_jsonl_is_read(tmp_path: Path) -> None:
     assert batch.to_pyarrow().to_pylist() == ROWS
 
 
+def test_a_byte_order_mark_is_read_as_utf8_and_crlf_still_works(tmp_path: Path) -> None:
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\r\n" for r in ROWS)
+    (tmp_path / "a.jsonl").write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    [batch] = read(JsonlReader(str(tmp_path)))
+    assert batch.to_pyarrow().to_pylist() == ROWS
+
+
 def test_fields_select_and_order_columns(tmp_path: Path) -> None:
     write_jsonl(tmp_path / "a.jsonl", ROWS)
     [batch] = read(JsonlReader(str(tmp_path), fields=["text", "id"]))

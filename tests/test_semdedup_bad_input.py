@@ -157,6 +157,7 @@ def test_an_output_path_under_a_regular_file_is_refused_before_embedding(tmp_pat
     with pytest.raises(CuratorInputError) as caught:
         TextSemanticDeduplicationWorkflow(
             str(tmp_path / "input"), str(tmp_path / "taken" / "output"), str(tmp_path / "cache"), n_clusters=2,
+            input_filetype="jsonl",
         ).run()
     assert f"output_path '{tmp_path / 'taken' / 'output'}' lies under '{tmp_path / 'taken'}', which is a file" in str(
         caught.value)
@@ -168,6 +169,7 @@ def test_an_unwritable_cache_path_is_refused_before_embedding(tmp_path: Path) ->
     with pytest.raises(CuratorInputError, match="cache_path '/proc/beam-curator-cache' is not writable"):
         TextSemanticDeduplicationWorkflow(
             str(tmp_path / "input"), str(tmp_path / "output"), "/proc/beam-curator-cache", n_clusters=2,
+            input_filetype="jsonl",
         ).run()
 
 
@@ -206,6 +208,24 @@ def test_a_first_text_that_is_a_number_is_refused_before_embedding(tmp_path: Pat
     with pytest.raises(CuratorInputError, match=rf"{file}, line 1: text_field 'text' holds a integer, not text"):
         run_text(tmp_path / "input", tmp_path, id_field="doc_id")
     assert_nothing_embedded(tmp_path)
+
+
+def test_a_json_file_that_is_not_json_is_refused_before_embedding(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "input" / "part-0.jsonl", records("a", 4))
+    (tmp_path / "input" / "notes.json").write_text("these are notes, not JSON\n")
+    with pytest.raises(CuratorInputError, match=r"notes.json, line 1: malformed JSON .*on_bad_record='skip'"):
+        run_text(tmp_path / "input", tmp_path, id_field="doc_id")
+    assert_nothing_embedded(tmp_path)
+    # With bad records skipped, the same folder runs: the file contributes nothing.
+    run_text(tmp_path / "input", tmp_path, id_field="doc_id", on_bad_record="skip")
+
+
+def test_a_byte_order_mark_opening_a_file_is_read_as_utf8(tmp_path: Path) -> None:
+    file = write_jsonl(tmp_path / "input" / "part-0.jsonl", records("a", 4))
+    file.write_bytes(b"\xef\xbb\xbf" + file.read_bytes())
+    run_text(tmp_path / "input", tmp_path, id_field="doc_id")
+    kept = [line for path in (tmp_path / "output" / "deduplicated").glob("*.jsonl") for line in path.read_text().splitlines()]
+    assert len(kept) == 4
 
 
 def test_an_unreadable_embeddings_file_is_named(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ coordination between workers and survives any of them dying.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from abc import ABC, abstractmethod
@@ -14,10 +15,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Mapping, Protocol
 
+import fsspec
+
 from beam_curator.checkpoint import registry
 from beam_curator.checkpoint.ledger import union_complete
 
 METADATA_DIR = ".beam_curator_metadata"
+PIPELINE_FILE = "pipeline.json"
 
 # One written file of a terminal task: [name relative to the sink's folder, bytes, records].
 OutputRecord = list
@@ -123,6 +127,22 @@ class CheckpointStore(ABC):
     def flush(self) -> None:
         """Make this process's recorded marks durable now (called at bundle ends)."""
         registry.flush(self.metadata_dir)
+
+    def recorded_pipeline(self) -> Any:
+        """What the marks here were made by (``record_pipeline``), or None if nothing was recorded."""
+        fs, path = fsspec.core.url_to_fs(f"{self.metadata_dir}/{PIPELINE_FILE}")
+        try:
+            return json.loads(fs.cat_file(path))
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def record_pipeline(self, description: Any) -> None:
+        """Keep ``description`` (of the stages and their settings) with the marks; a reset forgets it."""
+        fs, folder = fsspec.core.url_to_fs(self.metadata_dir)
+        fs.makedirs(folder, exist_ok=True)
+        partial = f"{folder}/.{PIPELINE_FILE}.{writer_name()}"
+        fs.pipe_file(partial, json.dumps(description, indent=1).encode())
+        fs.mv(partial, f"{folder}/{PIPELINE_FILE}")
 
     @abstractmethod
     def status(self) -> CheckpointStatus:

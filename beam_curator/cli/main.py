@@ -24,6 +24,7 @@ examples:
   beam-curator semdedup --input data/ --output results/ --cache cache/      # no --eps: eps table only
   beam-curator semdedup ... --runner flink --flink-master host:8081 -- --parallelism=64
   beam-curator checkpoint status cache/checkpoints/embedding
+  beam-curator checkpoint shards ckpt/ --count 4 --input data/   # a job array's progress; exit 1 until complete
 
 Interrupt any run (Ctrl+C) and rerun the same command: finished work is skipped.
 """
@@ -95,10 +96,21 @@ def _runner_settings(args: argparse.Namespace, beam_args: list[str]) -> dict:
 
 
 def _checkpoint(args: argparse.Namespace, _: list[str]) -> int:
+    shard_flags = {"--count": args.count, "--input": args.input, "--fingerprint": args.fingerprint}
+    if args.action == "shards":
+        needed = {"--count": "how many shards the runs were split into", "--input": "the input they read"}
+        missing = [f"{flag} ({what})" for flag, what in needed.items() if shard_flags[flag] is None]
+        if missing:
+            args.parser.error(f"checkpoint shards needs {' and '.join(missing)}")
+    elif any(value is not None for value in shard_flags.values()):
+        given = [flag for flag, value in shard_flags.items() if value is not None]
+        args.parser.error(f"{', '.join(given)}: only for checkpoint shards, not checkpoint {args.action}")
     fs, path = fsspec.core.url_to_fs(args.path)
     if not fs.exists(path):
         print(f"error: checkpoint {args.path} does not exist; pass the checkpoint_path a run used", file=sys.stderr)
         return 2
+    if args.action == "shards":
+        return _shards(args)
     from beam_curator.checkpoint import CheckpointBusyError, open_store
 
     store = open_store(args.path)
@@ -124,6 +136,23 @@ def _checkpoint(args: argparse.Namespace, _: list[str]) -> int:
     return 0
 
 
+def _shards(args: argparse.Namespace) -> int:
+    """Print each shard's progress and the shards to resubmit; 0 once all are
+    complete, 1 while any is not, so that a job script can loop on it."""
+    from beam_curator.checkpoint import shard_manifest
+    from beam_curator.stages.io import JsonlReader, ParquetReader
+
+    reader_class = JsonlReader if args.input_filetype == "jsonl" else ParquetReader
+    try:
+        reader = reader_class(args.input, files_per_partition=args.files_per_partition, fingerprint=args.fingerprint)
+        manifest = shard_manifest(args.path, reader, args.count)
+    except ValueError as error:  # bad count, or input matching no files (CuratorInputError)
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(manifest)
+    return 0 if manifest.complete else 1
+
+
 def _semdedup(args: argparse.Namespace, beam_args: list[str]) -> int:
     from beam_curator.workflows import TextSemanticDeduplicationWorkflow
 
@@ -142,7 +171,8 @@ def _semdedup(args: argparse.Namespace, beam_args: list[str]) -> int:
         eps=args.eps, which_to_keep=args.which_to_keep, distance_metric=args.distance_metric,
         pairwise_batch_size=args.pairwise_batch_size, cross_cluster=args.cross_cluster,
         cross_cluster_margin=args.cross_cluster_margin, recall_sample=args.recall_sample,
-        perform_removal=not args.no_removal and args.eps is not None, seed=args.seed, **_runner_settings(args, beam_args),
+        perform_removal=not args.no_removal and args.eps is not None, seed=args.seed, wait=args.wait,
+        **_runner_settings(args, beam_args),
     )
     print(semdedup_summary(workflow.run().metadata, args.eps))
     return 0
@@ -215,6 +245,8 @@ def _add_semdedup(commands: argparse._SubParsersAction) -> None:
     data.add_argument("--on-bad-record", default="raise", choices=["raise", "skip"],
                       help="a malformed record or one missing a field: stop naming it, or skip and count it")
     data.add_argument("--files-per-partition", type=int, default=1, help="input files per checkpointed partition")
+    data.add_argument("--wait", action="store_true",
+                      help="if another run uses --output or --cache, start when it ends instead of refusing")
     model = sem.add_argument_group("embedding")
     model.add_argument("--model-identifier", default="sentence-transformers/all-MiniLM-L6-v2",
                        help="model name or local folder (the default is bundled)")
@@ -257,13 +289,24 @@ def _add_semdedup(commands: argparse._SubParsersAction) -> None:
 def _add_checkpoint(commands: argparse._SubParsersAction) -> None:
     checkpoint = commands.add_parser(
         "checkpoint", formatter_class=_Formatter, help="inspect or reset a checkpoint folder",
-        description="Show which partitions a checkpoint folder records as complete, or forget them all.",
+        description=textwrap.fill(
+            "Show which partitions a checkpoint folder records as complete, or forget them all; for job arrays "
+            "whose readers ran with shard=(index, count), show each shard's progress and which shards to submit "
+            "again (exit status 1 while any is incomplete, 0 once all are complete).", 80),
     )
     _add_logging_flags(checkpoint, top_level=False)
-    checkpoint.add_argument("action", choices=["status", "reset"], help="status: what is recorded; reset: forget it")
+    checkpoint.add_argument("action", choices=["status", "reset", "shards"],
+                            help="status: what is recorded; reset: forget it; shards: progress per shard")
     checkpoint.add_argument("path", help="the checkpoint_path the pipeline ran with")
     checkpoint.add_argument("--force", action="store_true", help="reset even if a writer seems alive")
-    checkpoint.set_defaults(handler=_checkpoint)
+    shards = checkpoint.add_argument_group("shards (the input as the sharded runs read it)")
+    shards.add_argument("--count", type=int, help="how many shards the runs were split into")
+    shards.add_argument("--input", help="folder, glob or file of the input data")
+    shards.add_argument("--input-filetype", default="jsonl", choices=["jsonl", "parquet"], help="format of the input files")
+    shards.add_argument("--files-per-partition", type=int, default=1, help="input files per checkpointed partition")
+    shards.add_argument("--fingerprint", choices=["stat", "content"],
+                        help="the readers' fingerprint, which is part of each partition's checkpoint key")
+    checkpoint.set_defaults(handler=_checkpoint, parser=checkpoint)
 
 
 def _add_job_server(commands: argparse._SubParsersAction) -> None:
@@ -339,7 +382,16 @@ def main(argv: list[str] | None = None) -> int:
         _reject_unknown(parser, args.command, unknown)
     configure_logging(quiet=args.quiet, verbose=args.verbose)
     handler: Callable[[argparse.Namespace, list[str]], int] = args.handler
-    return handler(args, beam_args)
+    from beam_curator.stages.io.errors import CuratorInputError
+    from beam_curator.run_lock import RunInProgressError
+
+    try:
+        return handler(args, beam_args)
+    except (CuratorInputError, RunInProgressError) as error:  # the message says what to do; no traceback
+        if args.verbose:
+            raise
+        print(f"error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

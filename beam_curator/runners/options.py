@@ -73,9 +73,12 @@ def _check_answers(flag: str, address: str, what: str) -> None:
 
 
 def _job_server(runner: str, jar: str | None, job_endpoint: str | None, master: str, master_flag: str,
-                local: bool) -> str | None:
+                local: bool, reach: bool) -> str | None:
     """The job-server jar to start (None: use the running one at ``job_endpoint``), after checking
-    that the endpoint or Java, and a remote master, are there."""
+    that the endpoint or Java, and a remote master, are there (with ``reach``)."""
+    if not reach:
+        _check_jar(f"{runner}_job_server_jar", jar)
+        return jar
     if job_endpoint:
         _check_answers("job_endpoint", job_endpoint, f"a running {runner} job server")
         return None
@@ -150,6 +153,7 @@ def runner_args(
     spark_master_url: str | None = None,
     spark_job_server_jar: str | None = None,
     dask_address: str | None = None,
+    reach: bool = True,
 ) -> list[str]:
     """The Beam command-line flags for a runner preset.
 
@@ -165,7 +169,8 @@ def runner_args(
     default the one :func:`~beam_curator.runners.job_server.job_server_jar`
     builds with Maven (Flink 1.19, Spark 3.5), or use the running one at
     ``job_endpoint``; a job endpoint or remote master that does not answer,
-    or no Java, is an error here, before anything starts. ``num_workers`` is the SDK
+    or no Java, is an error here, before anything starts (``reach=False``
+    checks the settings alone: no network, no Java, no build). ``num_workers`` is the SDK
     worker processes per worker node for the portable runners, ``parallelism``
     Flink's task parallelism. ``dask`` runs on Beam's DaskRunner: on the
     scheduler at ``dask_address`` (``tcp://host:8786``), or on a LocalCluster
@@ -212,7 +217,7 @@ def runner_args(
             raise ValueError(f"flink_version {flink_version!r} has no Beam job server; choose one of "
                              f"{', '.join(FlinkRunnerOptions.PUBLISHED_FLINK_VERSIONS)}")
         local = master in ("[local]", "[auto]")
-        jar = _job_server("flink", flink_job_server_jar, job_endpoint, master, "flink_master", local)
+        jar = _job_server("flink", flink_job_server_jar, job_endpoint, master, "flink_master", local, reach)
         kind, config = _environment(runner, environment_type, environment_config, local_master=local)
         return ["--runner=FlinkRunner", *_flags(
             flink_master=master, flink_version=flink_version, flink_job_server_jar=jar,
@@ -221,7 +226,7 @@ def runner_args(
         )]
     master = spark_master_url or "local[*]"
     local = master.startswith("local")
-    jar = _job_server("spark", spark_job_server_jar, job_endpoint, master, "spark_master_url", local)
+    jar = _job_server("spark", spark_job_server_jar, job_endpoint, master, "spark_master_url", local, reach)
     kind, config = _environment(runner, environment_type, environment_config, local_master=local)
     return ["--runner=SparkRunner", *_flags(
         spark_master_url=master, spark_job_server_jar=jar, job_endpoint=job_endpoint,

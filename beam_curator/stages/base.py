@@ -9,6 +9,8 @@ completion tracking; stage code only transforms payloads.
 from __future__ import annotations
 
 import copy
+import dataclasses
+import os
 from abc import ABC, abstractmethod
 from typing import Any, Union
 
@@ -88,6 +90,13 @@ class ProcessingStage(ABC):
             changed.batch_size = batch_size
         return changed
 
+    def fingerprint(self) -> object:
+        """What decides this stage's results, recorded with a checkpoint so that a rerun notices a
+        changed pipeline: by default its public attributes (the settings ``__init__`` stored), as
+        plain JSON values. Override when settings live elsewhere, or when an attribute does not
+        change results."""
+        return {key: plain(value) for key, value in sorted(vars(self).items()) if not key.startswith("_")}
+
     def uses_batches(self) -> bool:
         return self.batch_size > 1 and type(self).process_batch is not ProcessingStage.process_batch
 
@@ -108,6 +117,50 @@ class CompositeStage(ProcessingStage):
 
     def process(self, task: Task) -> StageResult:
         raise TypeError(f"{self.stage_name} is a composite stage; run its decomposition instead")
+
+
+def plain(value: object) -> object:
+    """A JSON value standing for ``value``: containers and dataclasses by their contents, stages by
+    their fingerprints, anything else (a function, a model) by its type's name, never by its address."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = [plain(item) for item in value]
+        return sorted(items, key=repr) if isinstance(value, (set, frozenset)) else items
+    if isinstance(value, dict):
+        return {str(key): plain(item) for key, item in sorted(value.items(), key=lambda pair: str(pair[0]))}
+    if isinstance(value, ProcessingStage):
+        return value.fingerprint()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {field.name: plain(getattr(value, field.name)) for field in dataclasses.fields(value)}
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    kind = value if isinstance(value, type) else type(value)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def describe_stages(stages: list[ProcessingStage]) -> list[dict[str, object]]:
+    """Each stage in order with its class and fingerprint: what a checkpoint's marks were made by."""
+    return [{"stage": stage.stage_name, "class": f"{type(stage).__module__}.{type(stage).__qualname__}",
+             "settings": stage.fingerprint()} for stage in flatten_stages(stages)]
+
+
+def pipeline_changes(before: list[dict[str, object]], now: list[dict[str, object]]) -> str:
+    """What differs between two ``describe_stages`` results, in words ("" when nothing does)."""
+    if [stage["stage"] for stage in before] != [stage["stage"] for stage in now]:
+        return f"stages were {[stage['stage'] for stage in before]}, now {[stage['stage'] for stage in now]}"
+    for old, new in zip(before, now):
+        if old["class"] != new["class"]:
+            return f"stage {new['stage']!r} was a {old['class']}, now a {new['class']}"
+        old_settings, new_settings = old["settings"], new["settings"]
+        if old_settings != new_settings:
+            if isinstance(old_settings, dict) and isinstance(new_settings, dict):
+                changed = [f"{key} {old_settings.get(key)!r} -> {new_settings.get(key)!r}"
+                           for key in sorted(set(old_settings) | set(new_settings))
+                           if old_settings.get(key) != new_settings.get(key)]
+                return f"stage {new['stage']!r}: {', '.join(changed)}"
+            return f"stage {new['stage']!r}: {old_settings!r} -> {new_settings!r}"
+    return ""
 
 
 def flatten_stages(stages: list[ProcessingStage]) -> list[ProcessingStage]:

@@ -1,9 +1,9 @@
 """What a stage asks of the machine it runs on, as NeMo Curator's ``Resources``.
 
 Beam does not schedule by CPU count or GPU memory; these requests become Beam
-resource hints (``beam_curator.transforms.resources``), which Dataflow and
-runners that map hints to worker pools honour, and which local runners
-ignore. ``gpus`` > 0 also makes each worker claim a GPU of its own
+resource hints (``beam_curator.transforms.resources``), which Dataflow
+honours and Flink, Spark and the local runners do not schedule by
+(docs/gpu_placement.md). ``gpus`` > 0 also makes each worker claim a GPU of its own
 (``pin_worker_gpu``) before the stage's ``setup``.
 """
 

@@ -1,8 +1,9 @@
 """Stage resource requests as Beam resource hints.
 
-Runners that honour hints (Dataflow, and portable runners that map them to
-worker pools) place GPU stages on accelerator workers; the rest ignore them,
-so the same pipeline still runs on a laptop.
+Dataflow places hinted stages on accelerator workers. Flink, Spark and the
+local runners schedule nothing by them (docs/gpu_placement.md): there a hinted
+stage only gets an SDK environment, and so a fused step, of its own, and the
+same pipeline still runs on a laptop.
 """
 
 from __future__ import annotations

@@ -44,6 +44,10 @@ class Record(ProcessingStage):
     def __init__(self, folder: str) -> None:
         self.folder = folder
 
+    def fingerprint(self) -> object:
+        """Each round records into a folder of its own, to show what it wrote: not a setting."""
+        return {}
+
     def process(self, task: Task) -> Task:
         Path(self.folder).mkdir(parents=True, exist_ok=True)
         (Path(self.folder) / f"{task.data}-{task.task_id}").touch()

@@ -103,6 +103,10 @@ class SlowLog(ProcessingStage):
         self.log_path = log_path
         self.delay = delay
 
+    def fingerprint(self) -> object:
+        """Where it logs and how long it waits change nothing it produces: a rerun may log elsewhere."""
+        return {}
+
     def process(self, task: DocumentBatch) -> DocumentBatch:
         with open(self.log_path, "a") as log:
             log.write(task.task_id + "\n")
@@ -128,10 +132,12 @@ class FailOnce(ProcessingStage):
         return task
 
 
-def resume_pipeline(input_dir: str, output_dir: str, log_path: str, delay: float) -> Pipeline:
-    """Read one file per partition, log and wait, fan out and filter, write."""
+def resume_pipeline(
+    input_dir: str, output_dir: str, log_path: str, delay: float, shard: str | None = None,
+) -> Pipeline:
+    """Read one file per partition (only ``shard``'s, if given), log and wait, fan out and filter, write."""
     return Pipeline("resume", stages=[
-        JsonlReader(input_dir, files_per_partition=1),
+        JsonlReader(input_dir, files_per_partition=1, shard=shard),
         SlowLog(log_path, delay),
         ChunkAndFilter(chunk=2),
         JsonlWriter(output_dir),

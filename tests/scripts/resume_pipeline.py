@@ -1,7 +1,7 @@
 """A curation run as a user starts it from a shell, for the interrupt tests.
 
     python resume_pipeline.py INPUT OUTPUT CHECKPOINT --log CALLS --delay SECONDS [--dask-address tcp://HOST:PORT]
-        [--runner NAME --settings JSON] [--fail-once-dir DIR]
+        [--runner NAME --settings JSON] [--fail-once-dir DIR] [--shard INDEX/COUNT]
 
 Rerunning the same command resumes: complete partitions are skipped. The
 last line printed is the run summary as JSON.
@@ -27,12 +27,13 @@ def main() -> None:
     parser.add_argument("--runner", default="local", help="a runner preset")
     parser.add_argument("--settings", default="{}", help="the runner's settings, as a JSON object")
     parser.add_argument("--fail-once-dir", help="each partition's first attempt raises (FailOnce)")
+    parser.add_argument("--shard", help="only this shard of the partitions: INDEX/COUNT, slurm or slurm/COUNT")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     runner = {"runner": args.runner, **json.loads(args.settings)}
     if args.dask_address:
         runner = {"runner": "dask", "dask_address": args.dask_address}
-    pipeline = resume_pipeline(args.input, args.output, args.log, args.delay)
+    pipeline = resume_pipeline(args.input, args.output, args.log, args.delay, args.shard)
     if args.fail_once_dir:
         pipeline.stages.insert(1, FailOnce(args.fail_once_dir))
     summary = pipeline.run(checkpoint_path=args.checkpoint, **runner)

@@ -39,7 +39,7 @@ class JsonlReaderStage(FileReaderStage):
             return None
         where = f"line {number}"
         try:
-            record = json.loads(raw.decode("utf-8"))
+            record = json.loads(raw.decode("utf-8-sig" if number == 1 else "utf-8"))  # a byte-order mark may open a file
         except UnicodeDecodeError as error:
             self.bad_record(path, where, f"not UTF-8 (byte {error.start} is {raw[error.start]:#04x})")
             return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import fsspec
@@ -10,7 +11,10 @@ from fsspec.implementations.local import LocalFileSystem
 from beam_curator.stages.base import ProcessingStage
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.fingerprint import check_mode, file_stats, group_fingerprint
+from beam_curator.stages.io.sharding import ShardSpec, resolve_shard, shard_of
 from beam_curator.tasks import FileGroupTask, Task
+
+logger = logging.getLogger(__name__)
 
 
 def parse_size(size: int | str | None) -> int | None:
@@ -78,6 +82,13 @@ class FilePartitioningStage(ProcessingStage):
     ``fingerprint="stat"`` or ``"content"`` it also carries a digest of its
     files (``_metadata["fingerprint"]``) that becomes part of its checkpoint
     key, so a partition whose files changed runs again.
+
+    With ``shard=(index, count)`` it keeps only the partitions whose id falls
+    in that shard (see :mod:`~beam_curator.stages.io.sharding`), so ``count``
+    processes started at once on one checkpoint share the work without
+    coordination; their counts of pending and skipped partitions are their
+    shard's alone. ``"slurm"`` or ``"slurm/COUNT"`` take the index from the
+    Slurm job array this runs in.
     """
 
     is_source_stage = True
@@ -89,17 +100,35 @@ class FilePartitioningStage(ProcessingStage):
         blocksize: int | str | None = None,
         extensions: tuple[str, ...] = (".jsonl",),
         fingerprint: str | None = None,
+        shard: ShardSpec = None,
     ) -> None:
         self.file_paths = file_paths
         self.files_per_partition = files_per_partition
         self.blocksize = parse_size(blocksize)
         self.extensions = extensions
-        self.fingerprint = check_mode(fingerprint)
+        self.input_fingerprint = check_mode(fingerprint)
+        self.shard = resolve_shard(shard)
         self.name = "file_partitioning"
         if files_per_partition is None and blocksize is None:
             self.files_per_partition = 1
 
+    def fingerprint(self) -> object:
+        """How files are grouped. Which files, and which shard of them, are not part of it: partition
+        ids and their files' fingerprints follow the input, and job-array shards share a checkpoint."""
+        return {"files_per_partition": self.files_per_partition, "blocksize": self.blocksize,
+                "extensions": list(self.extensions), "fingerprint": self.input_fingerprint}
+
     def process(self, task: Task) -> list[FileGroupTask]:
+        partitions = self.list_partitions()
+        if self.shard is None:
+            return partitions
+        index, count = self.shard
+        mine = [partition for partition in partitions if shard_of(partition.get_deterministic_id(), count) == index]
+        logger.info("shard %d/%d: %d of %d partitions", index, count, len(mine), len(partitions))
+        return mine
+
+    def list_partitions(self) -> list[FileGroupTask]:
+        """Every partition of the input, whatever the shard."""
         infos = list_files(self.file_paths, self.extensions)
         stats = file_stats(infos)
         groups: list[list[str]] = [[]]
@@ -115,7 +144,7 @@ class FilePartitioningStage(ProcessingStage):
         for group in groups:
             partition = FileGroupTask(dataset_name=str(self.file_paths), data=group)
             partition._metadata["file_stats"] = {path: stats[path] for path in group}
-            if self.fingerprint:
-                partition._metadata["fingerprint"] = group_fingerprint(group, self.fingerprint, infos)
+            if self.input_fingerprint:
+                partition._metadata["fingerprint"] = group_fingerprint(group, self.input_fingerprint, infos)
             partitions.append(partition)
         return partitions

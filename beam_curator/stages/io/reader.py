@@ -16,6 +16,7 @@ import pyarrow as pa
 from beam_curator.stages.base import CompositeStage, ProcessingStage
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.partitioning import FilePartitioningStage
+from beam_curator.stages.io.sharding import ShardSpec
 from beam_curator.tasks import DocumentBatch, FileGroupTask
 
 logger = logging.getLogger(__name__)
@@ -85,6 +86,9 @@ class FileReader(CompositeStage):
     ``fingerprint`` (None, ``"stat"`` or ``"content"``) says whether a finished
     partition whose files changed since runs again; see ``FilePartitioningStage``.
     ``extensions`` replaces the format's usual file name endings.
+    ``shard`` (``(index, count)``, ``"INDEX/COUNT"``, ``"slurm"`` or
+    ``"slurm/COUNT"``) reads only one shard of the partitions, for job arrays
+    sharing a checkpoint; see ``FilePartitioningStage``.
     """
 
     extensions: tuple[str, ...] = ()
@@ -101,9 +105,11 @@ class FileReader(CompositeStage):
         row_column: str | None = None,
         fingerprint: str | None = None,
         extensions: list[str] | tuple[str, ...] | None = None,
+        shard: ShardSpec = None,
     ) -> None:
         self.partitioning = FilePartitioningStage(
-            file_paths, files_per_partition, blocksize, tuple(extensions or self.extensions), fingerprint=fingerprint
+            file_paths, files_per_partition, blocksize, tuple(extensions or self.extensions), fingerprint=fingerprint,
+            shard=shard,
         )
         self.reader = self.reader_stage(fields, on_bad_record, file_column, row_column)
 

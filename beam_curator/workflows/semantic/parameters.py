@@ -44,7 +44,8 @@ def check_runner_settings(workflow: object, runner: str | None, settings: dict[s
     refuse_unknown(settings, [*named, *RUNNER_SETTINGS], type(workflow).__name__)
     if runner:
         pipeline_options = RUNNER_SETTINGS - frozenset().union(*SETTINGS.values())
-        runner_args(runner, **{k: v for k, v in settings.items() if k not in pipeline_options})  # type: ignore[arg-type]
+        # The settings alone: whether the cluster answers is checked when the run starts.
+        runner_args(runner, reach=False, **{k: v for k, v in settings.items() if k not in pipeline_options})  # type: ignore[arg-type]
 
 
 def check_cache_path(owner: str, cache_path: object, nemo_argument: str, nemo_values: tuple[str, ...] = ()) -> None:

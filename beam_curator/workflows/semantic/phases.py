@@ -149,7 +149,8 @@ class PhaseBook:
         raise if a partition of any of them did not complete."""
         summaries = run_in_order(
             [(Pipeline(name, stages=stages), checkpoint) for name, stages, checkpoint in steps], self.beam.runner,
-            beam_args=self.beam.beam_args, **self.beam.runner_settings,
+            beam_args=self.beam.beam_args, changed_pipeline=None,  # the book keeps a checkpoint per settings
+            **self.beam.runner_settings,
         )
         for (name, _, _), summary in zip(steps, summaries):
             logger.info("%s: %s", name, summary)

@@ -39,15 +39,28 @@ def check_writable_folders(folders: dict[str, str]) -> None:
             ) from error
 
 
-def _first_jsonl_record(path: str) -> tuple[int, dict] | None:
+def _first_jsonl_record(path: str, skip_bad: bool) -> tuple[int, dict] | None:
+    """The first record of a JSON Lines file, parsed as the reader will parse it (a UTF-8 byte-order
+    mark is allowed). A first line that is not a JSON object is an error here, before any work, unless
+    bad records are skipped; then the first good one is the file's first record."""
     with fsspec.open(path, "rb", compression="infer") as handle:
         for number, raw in enumerate(handle, start=1):
-            if raw.strip():
-                try:
-                    record = json.loads(raw)
-                except ValueError:
-                    return None  # the reader reports it, with its line, when it gets there
-                return (number, record) if isinstance(record, dict) else None
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw.decode("utf-8-sig" if number == 1 else "utf-8"))
+                problem = "" if isinstance(record, dict) else f"expected a JSON object, found {type(record).__name__}"
+            except UnicodeDecodeError as error:
+                problem = f"not UTF-8 (byte {error.start} is {raw[error.start]:#04x})"
+            except ValueError as error:
+                problem = f"malformed JSON ({error})"
+            if not problem:
+                return number, record
+            if not skip_bad:
+                raise CuratorInputError(
+                    f"{path}, line {number}: {problem}; every input file must be JSON Lines (one JSON object per "
+                    "line): fix or move the file, or pass on_bad_record='skip' (--on-bad-record skip) to skip such lines"
+                )
     return None
 
 
@@ -73,12 +86,12 @@ def _arrow_kind(kind: pa.DataType) -> str:
     return str(kind)
 
 
-def _first_kinds(path: str, filetype: str, fields: list[str]) -> tuple[str, dict[str, str]]:
+def _first_kinds(path: str, filetype: str, fields: list[str], skip_bad: bool) -> tuple[str, dict[str, str]]:
     """Where the first record is, and the kind of each field's value there."""
     if filetype == "parquet":
         schema = parquet_metadata(path).schema.to_arrow_schema()
         return "schema", {field: _arrow_kind(schema.field(field).type) for field in fields if field in schema.names}
-    found = _first_jsonl_record(path)
+    found = _first_jsonl_record(path, skip_bad)
     if found is None:
         return "", {}
     number, record = found
@@ -102,11 +115,14 @@ def check_enough_records(input_path: str | list[str], paths: list[str], filetype
     )
 
 
-def check_input_files(paths: list[str], filetype: str, text_field: str, id_field: str | None) -> None:
-    """Texts must be strings; ids integers or strings, one kind across all files."""
+def check_input_files(
+    paths: list[str], filetype: str, text_field: str, id_field: str | None, on_bad_record: str = "raise",
+) -> None:
+    """Every file's first record parses; texts must be strings; ids integers or strings, one kind across all files."""
     first_of_kind: dict[str, str] = {}
     for path in paths:
-        where, kinds = _first_kinds(path, filetype, [text_field] + ([id_field] if id_field else []))
+        where, kinds = _first_kinds(path, filetype, [text_field] + ([id_field] if id_field else []),
+                                    skip_bad=on_bad_record == "skip")
         text = kinds.get(text_field)
         if text not in (None, "string", "null"):
             raise CuratorInputError(

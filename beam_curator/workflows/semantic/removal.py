@@ -15,6 +15,8 @@ from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io import JsonlReader, JsonlWriter, ParquetReader, ParquetWriter
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.fingerprint import check_mode
+from beam_curator.stages.io.overlap import check_no_overlap
+from beam_curator.run_lock import run_lock
 from beam_curator.stages.io.partitioning import expand_paths
 from beam_curator.tasks import DocumentBatch
 from beam_curator.workflows.semantic.ids import FILE_COLUMN, GENERATED_ID, ROW_COLUMN, AssignIdsStage, FileRegistry
@@ -154,6 +156,7 @@ class TextDuplicatesRemovalWorkflow:
         input_fingerprint: str = "stat",
         runner: str | None = "local",
         on_bad_record: str = "raise",
+        wait: bool = False,
         beam_args: list[str] | None = None,
         **runner_settings: object,
     ) -> None:
@@ -187,6 +190,7 @@ class TextDuplicatesRemovalWorkflow:
         self.duplicate_id_field = duplicate_id_field
         self.input_fingerprint = check_mode(input_fingerprint) or "stat"
         self.on_bad_record = on_bad_record
+        self.wait = wait
         self.book = PhaseBook(
             f"{self.cache_path}/checkpoints/phases", BeamSettings(runner, list(beam_args or []), runner_settings),
             {"cache": self.cache_path, "output": self.output_path},
@@ -200,6 +204,18 @@ class TextDuplicatesRemovalWorkflow:
     def run(self) -> dict[str, Any]:
         """Returns ``num_documents_kept``, ``num_duplicates_removed``, ``final_output_path`` and ``removal_time``."""
         started = time.monotonic()
+        folders = {"output_path": self.output_path, "cache_path": self.cache_path}
+        check_no_overlap({"input_path": self.input_path}, folders)
+        with run_lock(folders, wait=self.wait):
+            details = self._remove()
+        return {
+            "num_documents_kept": details["rows"],
+            "num_duplicates_removed": details["documents_in"] - details["rows"],
+            "final_output_path": self.output_path,
+            "removal_time": time.monotonic() - started,
+        }
+
+    def _remove(self) -> dict[str, Any]:
         _, writer_class = file_formats(self.output_filetype)
         # NeMo's input_fields: the columns to read and keep, the id column always among them.
         fields = list(dict.fromkeys([*self.input_fields, *filter(None, [self.id_field])])) if self.input_fields else None
@@ -212,18 +228,12 @@ class TextDuplicatesRemovalWorkflow:
             ids_digest(self.ids_to_remove_path, self.duplicate_id_field), self.id_field, self.output_filetype,
             self.output_fields, self.drop_columns, self.input_fields, self.output_file_extension,
         ]
-        details = self.book.run_partitioned("removal", [
+        return self.book.run_partitioned("removal", [
             *stages,
             # Only ids we generated are dropped; a user's own column keeps its name, even NeMo's default one.
             RemoveIdsStage(self.ids_to_remove_path, id_column, self.duplicate_id_field, self.drop_columns),
             writer_class(self.output_path, fields=self.output_fields, extension=self.output_file_extension),
         ], f"{self.cache_path}/checkpoints/removal", settings, self.output_path, self._documents_in)
-        return {
-            "num_documents_kept": details["rows"],
-            "num_duplicates_removed": details["documents_in"] - details["rows"],
-            "final_output_path": self.output_path,
-            "removal_time": time.monotonic() - started,
-        }
 
 
 def _id_files(url: str) -> list[str]:

@@ -14,7 +14,9 @@ from beam_curator.stages.io import ParquetWriter
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.transforms.embedding import EmbeddingStage
 from beam_curator.stages.io.fingerprint import check_mode
+from beam_curator.stages.io.overlap import check_no_overlap
 from beam_curator.stages.io.partitioning import expand_paths
+from beam_curator.run_lock import run_lock
 from beam_curator.workflows.semantic.ids import GENERATED_ID
 from beam_curator.workflows.semantic.parameters import (
     apply_storage_options,
@@ -49,7 +51,9 @@ class TextSemanticDeduplicationWorkflow:
     Files are followed by ``input_fingerprint`` (``"stat"``: size, time and
     edge bytes; ``"content"``: every byte): a rerun after files were added,
     changed or removed gives what a fresh run on the folder gives, embedding
-    only the added and changed files.
+    only the added and changed files. One run at a time uses an output and
+    cache folder: another refuses at once, naming the holder, or with
+    ``wait=True`` starts when it ends.
     """
 
     def __init__(
@@ -112,6 +116,7 @@ class TextSemanticDeduplicationWorkflow:
         write_kwargs: dict[str, Any] | None = None,
         verbose: bool = True,
         clear_output: bool = False,
+        wait: bool = False,
         seed: int | None = None,
         runner: str | None = "local",
         beam_args: list[str] | None = None,
@@ -131,6 +136,7 @@ class TextSemanticDeduplicationWorkflow:
         if hf_token:
             os.environ.setdefault("HF_TOKEN", hf_token)  # for hub downloads in this process and its workers
         self.input_path = input_path
+        self.wait = wait
         self.output_path = output_path.rstrip("/")
         # NeMo Curator's default: caches under output_path, beside the results.
         self.cache_path = (cache_path or output_path).rstrip("/")
@@ -193,15 +199,25 @@ class TextSemanticDeduplicationWorkflow:
         )
 
     def run(self) -> WorkflowResult:
+        """Checks first (nothing is created or cleared by a run that fails them), then, holding the
+        output and cache folders against other runs (``wait``: until they are free), every phase."""
         started = time.monotonic()
-        book = self.semantic.book
-        if self.semantic.clear_output:  # start afresh, as NeMo Curator always does
-            for folder in {self.output_path, self.cache_path}:
-                remove_tree(folder)
-        check_writable_folders({"output_path": self.output_path, "cache_path": self.cache_path})
+        # Input first, folders after: a run that fails its checks creates (or clears) nothing.
+        check_no_overlap({"input_path": self.input_path}, {"output_path": self.output_path, "cache_path": self.cache_path})
         paths = expand_paths(self.input_path, self.input_extensions)
-        check_input_files(paths, self.input_filetype, self.text_field, self.id_field)
+        check_input_files(paths, self.input_filetype, self.text_field, self.id_field, self.on_bad_record)
         check_enough_records(self.input_path, paths, self.input_filetype, self.semantic.kmeans.n_clusters)
+        folders = {"output_path": self.output_path, "cache_path": self.cache_path}
+        check_writable_folders(folders)
+        with run_lock(folders, wait=self.wait):
+            if self.semantic.clear_output:  # start afresh, as NeMo Curator always does
+                for folder in set(folders.values()):
+                    remove_tree(folder)
+                check_writable_folders(folders)
+            return self._run_phases(started)
+
+    def _run_phases(self, started: float) -> WorkflowResult:
+        book = self.semantic.book
         with book.timed("embedding"):
             embedded = self._embed()
         metadata = {

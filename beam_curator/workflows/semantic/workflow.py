@@ -16,6 +16,8 @@ import numpy as np
 
 from beam_curator.dedup.semantic.ranking import RankingStrategy
 from beam_curator.stages.io import ParquetReader
+from beam_curator.stages.io.overlap import check_no_overlap
+from beam_curator.run_lock import run_lock
 from beam_curator.stages.io.writer import write_atomically
 from beam_curator.workflows.semantic.clustering import (
     AssignClustersStage,
@@ -116,6 +118,7 @@ class SemanticDeduplicationWorkflow:
         write_kwargs: dict[str, Any] | None = None,
         clear_output: bool = False,
         verbose: bool = True,
+        wait: bool = False,
         cross_cluster: bool = False,
         cross_cluster_margin: float | None = None,
         recall_sample: int | None = None,
@@ -151,6 +154,7 @@ class SemanticDeduplicationWorkflow:
         self.embedding_field = embedding_field
         self.metadata_fields = list(metadata_fields or [])
         self.clear_output = clear_output
+        self.wait = wait
         self.duplicates_row_groups = _duplicates_num_row_groups_hint
         seed = pick(owner, 42, random_state=random_state, seed=seed)
         self.kmeans = KMeansSettings(
@@ -183,10 +187,14 @@ class SemanticDeduplicationWorkflow:
 
     def run(self) -> WorkflowResult:
         started = time.monotonic()
-        if self.clear_output:  # start afresh, as NeMo Curator always does
-            for folder in {self.layout.output_path, self.layout.cache_path}:
-                remove_tree(folder)
-        metadata = self.run_phases()
+        folders = {"output_path": self.layout.output_path, "cache_path": self.layout.cache_path}
+        check_no_overlap({"input_path": self.input_path}, folders)
+        check_writable_folders(folders)
+        with run_lock(folders, wait=self.wait):
+            if self.clear_output:  # start afresh, as NeMo Curator always does
+                for folder in set(folders.values()):
+                    remove_tree(folder)
+            metadata = self.run_phases()
         metadata["total_time"] = time.monotonic() - started
         return WorkflowResult(metadata)
 
