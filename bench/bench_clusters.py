@@ -1,4 +1,4 @@
-"""Benchmark: the resumable pipeline and the semantic dedup workflow on Flink and Spark clusters against the local runner.
+"""Benchmark: the resumable pipeline and semantic dedup on Flink and Spark clusters against the local runner.
 
 The engines run as standalone clusters on this machine, each daemon its own
 JVM (:mod:`beam_curator.runners.engines`: a Flink JobManager and TaskManager
@@ -110,6 +110,17 @@ def job_server_children(jar: str) -> list[int]:
     return [pid for pid, (ppid, _, _) in _processes().items() if ppid == me and jar in _command_line(pid)]
 
 
+def resident_gib(pids: list[int]) -> float:
+    """Resident memory of ``pids`` together, in GiB."""
+    pages = 0
+    for pid in pids:
+        try:
+            pages += int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            pass
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**30
+
+
 def own_cpu() -> float:
     """CPU seconds of this process and of its children that ended."""
     usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
@@ -177,6 +188,18 @@ def semdedup(engine: Engine, folder: Path, clusters: int, eps: float) -> tuple[f
     return wall, cpu, int(result.metadata["num_duplicates"]), kept, jobs
 
 
+def _missing() -> str:
+    """Why the clusters cannot run here, or "" when they can."""
+    if not shutil.which("java"):
+        return "no java on PATH (the engines and Beam's job servers are Java programs)"
+    for package in ("pyflink", "pyspark"):
+        try:
+            __import__(package)
+        except ImportError:
+            return f'{package} is not installed: pip install "beam-curator[clusters]"'
+    return ""
+
+
 def _java_version() -> str:
     done = subprocess.run([require_java("flink"), "-version"], capture_output=True, text=True)
     return (done.stderr or done.stdout).splitlines()[0].replace('"', "")
@@ -196,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=20, help="input files, one partition each")
     parser.add_argument("--records", type=int, default=100, help="records per file")
     parser.add_argument("--work-ms", type=float, default=50.0, help="CPU milliseconds of stage work per partition")
-    parser.add_argument("--slots", type=int, default=2, help="Flink task slots and Spark worker cores (also Flink's parallelism)")
+    parser.add_argument("--slots", type=int, default=2,
+                        help="Flink task slots and Spark worker cores (also Flink's parallelism)")
     parser.add_argument("--repeats", type=int, default=2,
                         help="pipeline runs per runner after the first; medians are reported")
     parser.add_argument("--startup-repeats", type=int, default=3, help="job-server start-ups timed per engine")
@@ -207,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     add_append_argument(parser)
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the worker pool's SDK workers inherit it
+    if _missing():
+        raise SystemExit(f"bench_clusters: {_missing()}")
 
     machine = f"{machine_description()}, {_versions()}"
     jars = {runner: job_server_jar(runner) for runner in ("flink", "spark")}  # built (once) before any timing
@@ -214,17 +240,20 @@ def main(argv: list[str] | None = None) -> int:
     corpus = workdir / "corpus"
     write_corpus(corpus, args.partitions, args.records)
     runs = itertools.count()
-    startup: dict[str, float] = {}
+    startup: dict[str, tuple[float, float]] = {}  # wall and CPU seconds
     flink, spark, pool = FlinkCluster(slots=args.slots), SparkCluster(cores=args.slots), \
         WorkerPool(pythonpath=[str(BENCH)])
     try:
-        for name, service in (("Flink cluster (JobManager + TaskManager, until its slots registered)", flink),
-                              ("Spark cluster (master + worker, until the worker registered)", spark),
-                              ("SDK worker pool (until its port answers)", pool)):
-            start = time.perf_counter()
+        for name, service, groups in (
+                ("Flink cluster (JobManager + TaskManager, until its slots registered)", flink,
+                 lambda: {flink.jobmanager.pid, flink.taskmanager.pid}),
+                ("Spark cluster (master + worker, until the worker registered)", spark,
+                 lambda: {spark.master_daemon.pid, spark.worker.pid}),
+                ("SDK worker pool (until its port answers)", pool, lambda: {pool.process.pid})):
+            start, start_cpu = time.perf_counter(), own_cpu()
             service.start()
-            startup[name] = time.perf_counter() - start
-        print("started: " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in startup.items()),
+            startup[name] = (time.perf_counter() - start, own_cpu() - start_cpu + group_cpu(groups()))
+        print("started: " + ", ".join(f"{name} {wall:.1f} s" for name, (wall, _) in startup.items()),
               file=sys.stderr, flush=True)
         job_servers = {
             "flink": job_server_startup("flink", flink.master, args.startup_repeats),
@@ -243,6 +272,12 @@ def main(argv: list[str] | None = None) -> int:
                             lambda: len(spark.state().get("completedapps", []))),
         }
         alive: dict[str, list[int]] = {}  # job-server JVMs alive after each run, per runner
+        seen: dict[str, set[int]] = {}  # every job-server JVM seen after a run, per runner
+
+        def count_job_servers(engine: Engine) -> None:
+            pids = job_server_children(engine.jar)
+            alive.setdefault(engine.runner, []).append(len(pids))
+            seen.setdefault(engine.runner, set()).update(pids)
 
         def contender(engine: Engine):
             def run() -> None:
@@ -254,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
                     raise RuntimeError(f"{engine.runner}: {summary}")
                 engine.runs.append((wall, cpu))
                 if engine.jar:
-                    alive.setdefault(engine.runner, []).append(len(job_server_children(engine.jar)))
+                    count_job_servers(engine)
                 print(f"{engine.runner} run {len(engine.runs)}: {wall:.1f} s, {cpu:.1f} CPU s",
                       file=sys.stderr, flush=True)
                 shutil.rmtree(folder)
@@ -263,13 +298,18 @@ def main(argv: list[str] | None = None) -> int:
         interleaved_timings({name: contender(engine) for name, engine in engines.items()}, args.repeats)
 
         dedup: dict[str, tuple[float, float, int, list[str], int]] = {}
+        at_end: dict[str, tuple[int, float]] = {}  # job-server JVMs alive at the end, and their resident GiB
         if not args.no_semdedup:
             for name, engine in engines.items():
                 dedup[name] = semdedup(engine, workdir / f"semdedup-{name}", args.clusters, args.eps)
                 if engine.jar:
-                    alive.setdefault(engine.runner, []).append(len(job_server_children(engine.jar)))
+                    count_job_servers(engine)
                 print(f"{name} semantic dedup: {dedup[name][0]:.1f} s, {dedup[name][2]} duplicates",
                       file=sys.stderr, flush=True)
+        for engine in engines.values():
+            if engine.jar:
+                pids = job_server_children(engine.jar)
+                at_end[engine.runner] = (len(pids), resident_gib(pids))
     finally:
         for service in (pool, spark, flink):
             service.stop()
@@ -292,13 +332,19 @@ def main(argv: list[str] | None = None) -> int:
         ["runner", "first run wall s", "first run CPU s", "later runs wall s", "later runs CPU s",
          "wall / local", "CPU / local", "first run wall / local", "first run CPU / local"], rows)
 
-    start_rows = [[name, f"{seconds:.1f}", "-"] for name, seconds in startup.items()]
+    start_rows = [[name, f"{wall:.1f}", f"{cpu:.1f}"] for name, (wall, cpu) in startup.items()]
     start_rows += [[f"{runner.capitalize()} job server (java -jar until its job port answers), "
                     f"median of {args.startup_repeats}", f"{wall:.1f}", f"{cpu:.1f}"]
                    for runner, (wall, cpu) in job_servers.items()]
     start_table = markdown_table(["start-up", "wall s", "CPU s"], start_rows)
 
-    reuse = ", ".join(f"{runner}: {counts}" for runner, counts in alive.items())
+    def beam_jobs(runner: str) -> int:
+        return len(engines[runner].runs) + (dedup[runner][4] if runner in dedup else 0)
+
+    reuse = "; ".join(
+        f"{runner.capitalize()}: {len(seen[runner])} for {beam_jobs(runner)} Beam jobs, alive after each run "
+        f"{', '.join(map(str, counts))}, at the end {at_end[runner][0]} holding {at_end[runner][1]:.1f} GiB resident"
+        for runner, counts in alive.items())
     body = (
         f"Resumable pipeline and semantic dedup on standalone Flink and Spark clusters (each daemon its own JVM) "
         f"against the local runner; SDK workers from one EXTERNAL worker pool. CPU time includes the JVMs: "
@@ -307,10 +353,11 @@ def main(argv: list[str] | None = None) -> int:
         f"Start-up, timed apart from the runs:\n\n{start_table}\n\n"
         f"Resumable pipeline: {args.partitions} JSONL files of {args.records} records, one partition each, "
         f"{args.work_ms:g} ms of stage CPU per partition, checkpointed, every run from an empty checkpoint; runners "
-        f"in rotating order. The first run of each runner in the process (on Flink and Spark it includes Beam "
-        f"starting the job server) is shown apart from the median of the {args.repeats} later runs; ratios are "
-        f"against the local runner's same figure.\n\n{pipeline_table}\n\n"
-        f"Job-server JVMs of this process alive after each run (pipeline runs, then semantic dedup): {reuse}.\n"
+        f"in rotating order. The first run of each runner in the process is shown apart from the median of the "
+        f"{args.repeats} later runs; ratios are against the local runner's same figure.\n\n{pipeline_table}\n\n"
+        f"Job-server JVMs Beam started from this process ({len(engines['flink'].runs)} pipeline runs per "
+        f"runner{', then the semantic dedup workflow' if dedup else ''}; Beam's SparkRunner caches its job server "
+        f"per process, its FlinkRunner starts one per run and stops them at exit): {reuse}.\n"
     )
     if dedup:
         local = dedup["local"]
@@ -321,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         body += (
             f"\nSemantic dedup workflow (TextSemanticDeduplicationWorkflow, sentence-transformers on the CPU) on the "
             f"bundled sample corpus, {args.clusters} clusters, eps {args.eps:g}, from scratch, one run each, after "
-            f"the pipeline runs (so the job servers had started):\n\n"
+            f"the pipeline runs (so Spark's job server had started; Flink's runner starts one per engine job):\n\n"
             + markdown_table(["runner", "wall s", "CPU s", "wall / local", "CPU / local", "engine jobs",
                               "duplicates", "same kept documents as local"], dedup_rows) + "\n"
         )

@@ -32,6 +32,7 @@ SCRIPTS = (
     "bench_e2e.py",
     "bench_embedding.py",
     "bench_embedding_backends.py",
+    "bench_clusters.py",  # needs Java and the clusters extra (pyflink, pyspark)
 )
 
 
