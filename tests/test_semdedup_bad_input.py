@@ -56,6 +56,15 @@ def test_a_glob_matching_nothing_names_the_glob(tmp_path: Path) -> None:
     assert pattern in str(caught.value) and "check the path or glob" in str(caught.value)
 
 
+def test_a_folder_of_other_files_names_what_it_holds_and_the_setting(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "input" / "part-0.jsonl", records("a", 4))
+    with pytest.raises(CuratorInputError) as caught:
+        run_text(tmp_path / "input", tmp_path, input_filetype="parquet")
+    assert "matches no .parquet files" in str(caught.value)
+    assert "it holds 1 .jsonl files: if those are the input, name their format (input_filetype=" in str(caught.value)
+    assert not (tmp_path / "output").exists() and not (tmp_path / "cache").exists()
+
+
 def test_a_record_without_the_text_field_names_file_and_line(tmp_path: Path) -> None:
     rows = records("a", 4)
     rows[2] = {"doc_id": "a2", "body": "the text is under another name"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import logging
 from typing import Any
 
@@ -36,6 +38,20 @@ def is_hidden(path: str, root: str) -> bool:
     return any(part[:1] in (".", "_") for part in below.strip("/").split("/") if part)
 
 
+def _other_kinds(fs: fsspec.AbstractFileSystem, root: str) -> str:
+    """What a folder that holds none of the expected files holds instead, and what to change."""
+    if not fs.isdir(root):
+        return ""
+    base = root.rstrip("/") + "/"
+    endings = Counter("." + ".".join(name.rsplit("/", 1)[-1].split(".")[1:]) for name in fs.find(root)
+                      if not is_hidden(name, base) and "." in name.rsplit("/", 1)[-1])
+    if not endings:
+        return ""
+    found = ", ".join(f"{count} {ending}" for ending, count in endings.most_common(3))
+    return (f"; it holds {found} files: if those are the input, name their format (input_filetype= or "
+            "--input-filetype in a workflow, the matching reader in a pipeline)")
+
+
 def list_files(file_paths: str | list[str], extensions: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     """Sorted URLs of a folder, a glob or a list of either, with their fsspec
     ``info`` (size, modification time) taken from the listing itself."""
@@ -58,7 +74,7 @@ def list_files(file_paths: str | list[str], extensions: tuple[str, ...]) -> dict
         if not matches:
             raise CuratorInputError(
                 f"input {pattern!r} matches no {'/'.join(extensions)} files; check the path or glob "
-                "(names starting with '.' or '_' are never input)"
+                f"(names starting with '.' or '_' are never input){_other_kinds(fs, root)}"
             )
         local = isinstance(fs, LocalFileSystem)
         found.update({(path if local else fs.unstrip_protocol(path)): info for path, info in matches.items()})
