@@ -185,3 +185,31 @@ def test_no_java_on_path_is_named_before_anything_starts(monkeypatch: pytest.Mon
 def test_a_jar_url_is_left_for_beam_to_fetch() -> None:
     url = "https://repo.example/beam-runners-flink-job-server.jar"
     assert f"--flink_job_server_jar={url}" in runner_args("flink", flink_job_server_jar=url)
+
+
+def test_a_cached_job_server_jar_is_checked_against_its_record_and_rebuilt_when_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from beam_curator.runners import job_server
+
+    monkeypatch.setenv("BEAM_CURATOR_CACHE", str(tmp_path))
+    monkeypatch.delenv("BEAM_CURATOR_FLINK_JOB_SERVER_JAR", raising=False)
+    build = job_server.JOB_SERVERS["flink"]
+    jar = job_server.cache_dir() / build.jar_name
+    jar.parent.mkdir(parents=True)
+    jar.write_bytes(b"PK jar bytes")
+    jar.with_suffix(".json").write_text(json.dumps(job_server._record(build, jar)))
+    builds: list[str] = []
+
+    def build_again(runner: str) -> Path:
+        builds.append(runner)
+        jar.write_bytes(b"PK rebuilt")
+        jar.with_suffix(".json").write_text(json.dumps(job_server._record(build, jar)))
+        return jar
+
+    monkeypatch.setattr(job_server, "build_job_server", build_again)
+    assert job_server.job_server_jar("flink") == str(jar) and builds == []
+    assert job_server.job_server_jar("flink") == str(jar) and builds == []   # verified once, remembered
+    jar.write_bytes(b"PK damaged, another size")
+    assert job_server.job_server_jar("flink") == str(jar) and builds == ["flink"]
+    assert jar.read_bytes() == b"PK rebuilt"

@@ -32,6 +32,9 @@ from beam_curator.stages.io.fingerprint import file_digest
 log = logging.getLogger(__name__)
 
 POM = Path(__file__).with_name("job_server_pom.xml")
+# Jars this process verified, with the size and modification time they had then: every pipeline run
+# asks for its jar, and hashing 150-300 MB each time would cost a second per run for nothing.
+_verified_here: dict[str, tuple[int, int]] = {}
 
 
 class JobServerError(RuntimeError):
@@ -153,8 +156,16 @@ def job_server_jar(runner: str) -> str:
                                  "or unset it to build one with Maven")
         return named
     jar = cache_dir() / build.jar_name
-    if _verified(build, jar):
+    if jar.is_file() and _verified_here.get(str(jar)) == _stamp(jar):
         return str(jar)
-    if jar.exists():
-        log.warning("the cached %s does not match its build record; building it again", jar)
-    return str(build_job_server(runner))
+    if not _verified(build, jar):
+        if jar.exists():
+            log.warning("the cached %s does not match its build record; building it again", jar)
+        jar = build_job_server(runner)
+    _verified_here[str(jar)] = _stamp(jar)
+    return str(jar)
+
+
+def _stamp(jar: Path) -> tuple[int, int]:
+    info = jar.stat()
+    return info.st_size, info.st_mtime_ns
