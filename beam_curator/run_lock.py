@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from beam_curator.errors import CuratorError
 from beam_curator.stages.io.overlap import resolved
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,7 @@ SUFFIX = ".beam-curator-lock"
 _held: dict[str, tuple[int, int]] = {}  # resolved folder -> (pid, fd): locks this process holds
 
 
-class RunInProgressError(RuntimeError):
+class RunInProgressError(CuratorError, RuntimeError):
     """Another run holds a folder this run needs."""
 
 
