@@ -8,6 +8,75 @@ driver, or inside a Beam stage on a worker process (see
 every layer may raise one.
 """
 
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Iterator
+
 
 class CuratorError(Exception):
     """An error about input, settings or the folders a run uses, whose message is enough to act on."""
+
+
+class CuratorSettingsError(CuratorError, ValueError):
+    """A workflow's parameter that cannot work, found when the workflow is made (before anything runs)."""
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) ended a run; the message says what is kept and how to go on.
+
+    A ``KeyboardInterrupt``, so code that stops on Ctrl-C still stops. Uncaught,
+    it prints its message alone (see :func:`beam_curator.logs.install_interrupt_hook`).
+    """
+
+
+# How a Python traceback names an exception of the package: `beam_curator.module.Class: message`.
+_NAMED = re.compile(r"^(beam_curator(?:\.\w+)*)\.(\w+): (.+)$", re.MULTILINE)
+# What Beam appends each time a stage's error passes through a step, possibly more than once.
+_STEP_NOTE = re.compile(r"(?: \[while running '[^']*'\])+$")
+
+
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _rebuilt(kind: type, message: str) -> CuratorError | None:
+    """A fresh ``kind`` holding ``message`` without Beam's step notes (None if it cannot be built so)."""
+    try:
+        return kind(_STEP_NOTE.sub("", message.strip()))
+    except TypeError:  # a subclass with another constructor: keep the original
+        return None
+
+
+def user_error_in(error: BaseException) -> CuratorError | None:
+    """The ``CuratorError`` behind ``error``, when a runner wrapped it.
+
+    Beam re-raises a stage's exception with step names appended (local
+    runner), or, from worker processes (portable, Flink, Spark), as a
+    ``RuntimeError`` whose text holds the worker's traceback: there the last
+    line naming one of the package's error classes is the one raised.
+    """
+    for link in _chain(error):
+        if isinstance(link, CuratorError):
+            return _rebuilt(type(link), str(link)) or link
+    for module, name, message in reversed(_NAMED.findall(str(error))):
+        try:
+            kind = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+        if isinstance(kind, type) and issubclass(kind, CuratorError):
+            found = _rebuilt(kind, message)
+            if found is not None:
+                return found
+    return None
+
+
+def interrupted(error: BaseException) -> bool:
+    """Whether ``error`` is, or wraps, a Ctrl-C (Beam turns one inside a stage into a RuntimeError)."""
+    return any(isinstance(link, KeyboardInterrupt) for link in _chain(error)) or "KeyboardInterrupt" in str(error)

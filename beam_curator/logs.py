@@ -11,22 +11,27 @@ drops Beam's import-time notes, and asks workers for WARNING and above;
 
 No Apache Beam import here: it must run before Beam is imported, so that
 Beam's import-time messages meet the filter. For the same reason the SDK
-worker processes of ``local-multiprocess`` start as ``python -m
-beam_curator.logs`` (see :func:`run_sdk_worker`).
+worker processes of ``local-multiprocess`` set it up first
+(``beam_curator.runners.sdk_worker``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
+from contextlib import contextmanager
+from typing import Iterator
+
+from beam_curator.errors import interrupted, user_error_in
 
 _PACKAGE = "beam_curator"
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _DATE_FORMAT = "%H:%M:%S"
 # Libraries whose INFO output is not meant for users of this tool.
 _QUIET_LIBRARIES = ("apache_beam", "urllib3", "filelock", "fsspec", "matplotlib", "PIL", "httpx",
-                    "sentence_transformers", "transformers", "torch", "vllm", "numba", "asyncio")
+                    "sentence_transformers", "transformers", "torch", "vllm", "numba", "asyncio", "distributed")
 _worker_level = "WARN"  # the spelling both Python and Java SDK harnesses accept (Java has no WARNING)
 _progress = True
 WORKER_LEVEL_VARIABLE = "BEAM_CURATOR_WORKER_LOG_LEVEL"
@@ -35,25 +40,39 @@ WORKER_LEVEL_VARIABLE = "BEAM_CURATOR_WORKER_LOG_LEVEL"
 _ROUTINE_WARNINGS = ("apache_beam.runners.portability.local_job_service", "apache_beam.utils.subprocess_server")
 
 
-class _ThirdPartyRootRecords(logging.Filter):
-    """Drops warnings that libraries log on the *root* logger (not their own),
-    which no logger level can silence: Beam does so while being imported."""
+class _LibraryNoise(logging.Filter):
+    """What no logger level can silence, dropped unless verbose: warnings that
+    libraries log on the *root* logger (Beam does while being imported), and
+    other libraries' reports of an error that reaches the user anyway, once,
+    as the package's own exception (a ``CuratorError`` or a Ctrl-C that Beam
+    logs with its traceback on its way up)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.name != "root" or record.levelno >= logging.ERROR:
+        if record.name == _PACKAGE or record.name.startswith(f"{_PACKAGE}."):
             return True
-        return _PACKAGE in record.pathname or "site-packages" not in record.pathname
+        if record.name == "root" and record.levelno < logging.ERROR:
+            return _PACKAGE in record.pathname or "site-packages" not in record.pathname
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None and (user_error_in(error) is not None or interrupted(error)):
+            return False
+        return not _REPORTED.search(record.getMessage())
 
 
-def _handler(stream, verbose: bool) -> logging.Handler:
+# A record whose text carries one of the package's errors (a worker's traceback) or a Ctrl-C.
+_REPORTED = re.compile(r"beam_curator(?:\.\w+)+Error: |KeyboardInterrupt")
+_NOISE = _LibraryNoise()
+
+
+def make_handler(stream, verbose: bool) -> logging.Handler:
+    """The package's log handler: a stream, its format, other libraries' noise filtered unless verbose."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(logging.Formatter(_FORMAT, _DATE_FORMAT))
     if not verbose:
-        handler.addFilter(_ThirdPartyRootRecords())
+        handler.addFilter(_NOISE)
     return handler
 
 
-def _replace_root_handlers(handler: logging.Handler) -> logging.Logger:
+def replace_root_handlers(handler: logging.Handler) -> logging.Logger:
     root = logging.getLogger()
     for old in list(root.handlers):  # importing Beam may have installed one already
         root.removeHandler(old)
@@ -70,8 +89,10 @@ def configure_logging(quiet: bool = False, verbose: bool = False, stream=None) -
     ``-v`` on the command line).
     """
     global _worker_level, _progress
-    root = _replace_root_handlers(_handler(stream, verbose))
+    root = replace_root_handlers(make_handler(stream, verbose))
     root.setLevel(logging.INFO if verbose else logging.WARNING)
+    for target in filter(None, [root, logging.lastResort]):  # see silence_library_noise
+        (target.removeFilter if verbose else target.addFilter)(_NOISE)
     logging.getLogger(_PACKAGE).setLevel(logging.WARNING if quiet else logging.INFO)
     for library in _QUIET_LIBRARIES:
         logging.getLogger(library).setLevel(logging.INFO if verbose else logging.WARNING)
@@ -82,22 +103,6 @@ def configure_logging(quiet: bool = False, verbose: bool = False, stream=None) -
     _progress = not quiet
     if not verbose:  # the model libraries' own bars (loading weights...) in every worker
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-
-
-def run_sdk_worker() -> None:
-    """An SDK worker process of ``local-multiprocess`` (``python -m
-    beam_curator.logs``): logging first, at the level the driver passed in
-    the environment, then Beam's own worker. The level sits on the handler
-    because Beam's worker resets the root logger's level to INFO as it starts."""
-    level = os.environ.get(WORKER_LEVEL_VARIABLE, "WARN")
-    handler = _handler(None, verbose=level == "INFO")
-    handler.setLevel(level)
-    _replace_root_handlers(handler)
-    from apache_beam.runners.worker import sdk_worker_main
-
-    if level != "INFO":  # its one warning says a local worker has no cache folder, as intended
-        logging.getLogger(sdk_worker_main.__name__).setLevel(logging.ERROR)
-    sdk_worker_main.main(sys.argv)
 
 
 def progress_shown() -> bool:
@@ -111,5 +116,42 @@ def worker_log_level() -> str:
     return _worker_level
 
 
-if __name__ == "__main__":
-    run_sdk_worker()
+def verbose() -> bool:
+    """Whether this process (a driver set up verbose, or a worker whose driver was) shows everything."""
+    return _worker_level == "INFO" or os.environ.get(WORKER_LEVEL_VARIABLE) == "INFO"
+
+
+def silence_library_noise() -> None:
+    """Keep other libraries' noise out of a process that never called
+    :func:`configure_logging` (a script on the Python API, a Dask worker):
+    run when the package is imported, before Apache Beam is, and again when a
+    run starts, for the handlers that appeared since (Beam's import installs
+    one on the root logger) and Python's last-resort handler. Verbose: nothing."""
+    if verbose():
+        return
+    root = logging.getLogger()
+    for target in [root, *root.handlers, *filter(None, [logging.lastResort])]:
+        if _NOISE not in target.filters:
+            target.addFilter(_NOISE)
+    dask = logging.getLogger("distributed")
+    if dask.getEffectiveLevel() < logging.WARNING:  # dask sets INFO on it when imported
+        dask.setLevel(logging.WARNING)
+
+
+@contextmanager
+def model_loading() -> Iterator[None]:
+    """Loading a model without the model libraries' bars (transformers'
+    "Loading weights") unless verbose: a worker may load one per process."""
+    if verbose():
+        yield
+        return
+    from transformers.utils import logging as transformers_logging
+
+    shown = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            transformers_logging.enable_progress_bar()
+

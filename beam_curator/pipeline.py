@@ -10,12 +10,15 @@ import tempfile
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Iterator
 
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 
-from beam_curator.logs import progress_shown
+from beam_curator.errors import CuratorError, RunInterrupted, interrupted, user_error_in
+from beam_curator.logs import progress_shown, silence_library_noise, verbose
 from beam_curator.runners import pipeline_options
 from beam_curator.runners.dask import is_dask, run_on_dask
 from beam_curator.stages import ProcessingStage
@@ -102,6 +105,19 @@ def _wait(result: beam.runners.runner.PipelineResult, watcher: ProgressWatcher, 
             ended.set()
 
     threading.Thread(target=wait, name="wait-until-finish", daemon=True).start()
+    try:
+        _watch(result, watcher, environment, config, ended)
+    except KeyboardInterrupt:  # a job on a cluster must not outlive its driver: cancel it, briefly
+        cancel = threading.Thread(target=result.cancel, name="cancel", daemon=True)
+        cancel.start()
+        cancel.join(5)
+        raise
+    if "error" in outcome:
+        raise outcome["error"]
+
+
+def _watch(result: beam.runners.runner.PipelineResult, watcher: ProgressWatcher, environment: str, config: object,
+           ended: threading.Event) -> None:
     while not ended.wait(0.5):
         if watcher.stalled:
             threading.Thread(target=result.cancel, name="cancel", daemon=True).start()
@@ -112,8 +128,6 @@ def _wait(result: beam.runners.runner.PipelineResult, watcher: ProgressWatcher, 
                 "as /path/to/venv/bin/python -m beam_curator.runners.worker_pool --port PORT, check its log, and "
                 "check that the address is right"
             )
-    if "error" in outcome:
-        raise outcome["error"]
 
 
 def _abandon_local_job() -> None:
@@ -293,6 +307,47 @@ def run_in_order(
         if checkpoint and changed_pipeline:
             _check_same_pipeline(pipeline, checkpoint, changed_pipeline == "keep", map_size)
     options = pipeline_options(runner, beam_args, **runner_settings)
+    silence_library_noise()
+    with _reported(steps, map_size):
+        return _run_steps(steps, options, progress, worker_start_timeout, map_size, runner_settings)
+
+
+@contextmanager
+def _reported(steps: list[tuple[Pipeline, str | None]], map_size: int) -> Iterator[None]:
+    """Errors as the user needs them, from wherever they were raised: a Ctrl-C
+    as ``RunInterrupted`` saying what is kept, and an error about input or
+    settings raised inside a Beam stage (in this process or a worker's, which
+    Beam wraps) as that same ``CuratorError``, its message without Beam's step
+    notes. The original stays attached (``__cause__``) when logging is verbose."""
+    try:
+        yield
+    except BaseException as error:
+        if interrupted(error):
+            raise RunInterrupted(_interrupted(steps, map_size)) from (error if verbose() else None)
+        found = user_error_in(error) if isinstance(error, Exception) else None
+        if found is None or (found is error and isinstance(error, CuratorError)):
+            raise
+        raise found from (error if verbose() else None)
+
+
+def _interrupted(steps: list[tuple[Pipeline, str | None]], map_size: int) -> str:
+    """What an interrupted run keeps: the partitions its checkpoints record as complete."""
+    kept = []
+    for pipeline, checkpoint in steps:
+        if checkpoint is None:
+            kept.append(f"{pipeline.name!r} has no checkpoint and starts over")
+            continue
+        try:
+            kept.append(f"{len(open_store(checkpoint, map_size).completed())} partitions of {pipeline.name!r} complete")
+        except Exception:  # an account of the kept work must not hide the interrupt
+            kept.append(f"{pipeline.name!r}'s complete partitions kept in {checkpoint}")
+    return f"interrupted; {', '.join(kept)}: rerun the same command to resume"
+
+
+def _run_steps(
+    steps: list[tuple[Pipeline, str | None]], options: object, progress: bool | None,
+    worker_start_timeout: float | None, map_size: int, runner_settings: dict[str, object],
+) -> list[RunSummary]:
     shown = progress_shown() if progress is None else progress
     if is_dask(options):
         summaries: list[RunSummary] = []

@@ -9,6 +9,7 @@ driver killed midway leaves some partitions marked and the rest for the rerun.
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import os
 import signal
@@ -21,6 +22,7 @@ import pytest
 
 from beam_curator import Pipeline
 from beam_curator.checkpoint import open_store
+from beam_curator.runners.dask import close_local_clusters
 from beam_curator.stages.io import JsonlReader, JsonlWriter
 from stages_for_tests import (
     PARTITIONS, FailShort, UpperInBatches, run_and_resume, write_corpus, writer_pids, written_records,
@@ -81,14 +83,23 @@ def test_batched_stages_lose_no_task(tmp_path: Path, dask_cluster) -> None:
     assert len(records) == PARTITIONS * 3 and all(record["text"] == record["text"].upper() for record in records)
 
 
-def test_a_cluster_started_for_the_run_is_closed_after_it(tmp_path: Path, worker_pythonpath: None) -> None:
+def test_a_cluster_started_for_a_run_serves_the_next_and_closes_on_request(
+    tmp_path: Path, worker_pythonpath: None, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A workflow runs a Beam pipeline per phase: one LocalCluster serves them
+    all (started once, said once), and is closed at exit or when asked."""
     before = set(multiprocessing.active_children())
     corpus = write_corpus(tmp_path / "input", 4)
-    pipeline = Pipeline("own-cluster", stages=[JsonlReader(str(corpus)), JsonlWriter(str(tmp_path / "out"))])
-    summary = pipeline.run(str(tmp_path / "checkpoint"), "dask", num_workers=1)
-    assert (summary.partitions_pending, summary.partitions_completed) == (4, 4)
-    assert os.getpid() not in writer_pids(tmp_path / "checkpoint")
-    assert set(multiprocessing.active_children()) <= before, "the LocalCluster's workers outlived the run"
+    caplog.set_level(logging.INFO, logger="beam_curator")
+    for name in ("own-cluster", "own-cluster-again"):
+        pipeline = Pipeline(name, stages=[JsonlReader(str(corpus)), JsonlWriter(str(tmp_path / name))])
+        summary = pipeline.run(str(tmp_path / f"checkpoint-{name}"), "dask", num_workers=1)
+        assert (summary.partitions_pending, summary.partitions_completed) == (4, 4)
+        assert os.getpid() not in writer_pids(tmp_path / f"checkpoint-{name}")
+    assert sum("started a dask LocalCluster" in record.getMessage() for record in caplog.records) == 1
+    assert set(multiprocessing.active_children()) > before
+    close_local_clusters()
+    assert set(multiprocessing.active_children()) <= before, "the LocalCluster's workers outlived close_local_clusters"
 
 
 FILES = 12

@@ -10,6 +10,8 @@ file left by a kill mid-write is ignored by readers).
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
 import subprocess
 import sys
@@ -92,3 +94,37 @@ def test_rerun_after_interrupt_does_only_the_rest_and_matches_an_uninterrupted_r
     groups = reread[0].process(EmptyTask())
     assert sorted(path for group in groups for path in group.data) == sorted(str(output / name) for name in visible)
     assert open_store(str(tmp_path / "ckpt")).completed() == every
+
+
+@pytest.mark.parametrize("runner, settings", [
+    ("local", {}), ("local-multiprocess", {"num_workers": 2}), ("dask", {"num_workers": 2}),
+])
+def test_ctrl_c_ends_the_run_with_one_line_and_exit_130(runner: str, settings: dict, tmp_path: Path) -> None:
+    """A terminal's Ctrl-C reaches the whole process group (the driver, its
+    worker processes, a dask cluster's): the run still ends within seconds
+    with the one line saying what is kept, exit status 130, and the same
+    command then finishes the run as an uninterrupted one would have."""
+    input_dir = write_corpus(tmp_path / "in", FILES)
+    reference_dir = tmp_path / "reference"
+    resume_pipeline(str(input_dir), str(reference_dir), str(tmp_path / "reference.log"), 0).run(runner="local")
+    run = [*command(tmp_path, "first.log"), "--runner", runner, "--settings", json.dumps(settings)]
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SCRIPTS_DIR), os.environ.get("PYTHONPATH", "")])}
+    errors = tmp_path / "stderr.txt"
+    with errors.open("w") as stderr:
+        first = subprocess.Popen(run, stdout=subprocess.DEVNULL, stderr=stderr, env=environment, start_new_session=True)
+        deadline = time.monotonic() + 120
+        while len(list((tmp_path / "out").glob("*.jsonl"))) < 2:
+            assert first.poll() is None and time.monotonic() < deadline, errors.read_text()[-3000:]
+            time.sleep(0.05)
+        os.killpg(first.pid, signal.SIGINT)
+        interrupted_at = time.monotonic()
+        assert first.wait(timeout=30) == 130, errors.read_text()[-3000:]
+    assert time.monotonic() - interrupted_at < 15
+    marked = open_store(str(tmp_path / "ckpt")).completed()
+    (line,) = errors.read_text().splitlines()
+    said = re.fullmatch(r"interrupted; (\d+) partitions of 'resume' complete: rerun the same command to resume", line)
+    assert said and int(said[1]) <= len(marked) < FILES, line  # a worker may finish one more as the driver ends
+    second = subprocess.run(run, capture_output=True, text=True, timeout=180, env=environment)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert json.loads(second.stdout.strip().splitlines()[-1])["skipped"] == len(marked)
+    assert output_rows(tmp_path / "out") == output_rows(reference_dir)

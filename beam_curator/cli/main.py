@@ -16,6 +16,8 @@ from typing import Any, Callable
 
 import fsspec
 
+from beam_curator import interrupts
+from beam_curator.errors import CuratorError
 from beam_curator.logs import configure_logging
 
 _EXAMPLES = """\
@@ -190,6 +192,9 @@ def semdedup_summary(metadata: dict[str, Any], eps: float | None) -> str:
     def row(name: str, value: object) -> None:
         lines.append(f"  {name:<16} {value}")
 
+    if "phases_run" in metadata:
+        row("this run", f"ran {', '.join(metadata['phases_run'])}" if metadata["phases_run"] else
+            "nothing to do: every phase was complete with its outputs in place (the results below are from then)")
     row("documents in", metadata.get("num_documents", "?"))
     if eps is None:
         row("duplicates", "not identified (no --eps); choose eps from the table below")
@@ -382,16 +387,17 @@ def main(argv: list[str] | None = None) -> int:
         _reject_unknown(parser, args.command, unknown)
     configure_logging(quiet=args.quiet, verbose=args.verbose)
     handler: Callable[[argparse.Namespace, list[str]], int] = args.handler
-    from beam_curator.stages.io.errors import CuratorInputError
-    from beam_curator.run_lock import RunInProgressError
-
     try:
         return handler(args, beam_args)
-    except (CuratorInputError, RunInProgressError) as error:  # the message says what to do; no traceback
+    except CuratorError as error:  # the message says what to do; no traceback
         if args.verbose:
             raise
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as error:  # one line, 130, and no native abort from threads left running
+        print(interrupts.message(error), file=sys.stderr)
+        interrupts.exit_now(interrupts.INTERRUPTED_EXIT)
+        raise  # not reached
 
 
 if __name__ == "__main__":

@@ -12,13 +12,14 @@ model lives in one process and is reached by the others through Beam's
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar
 
 import numpy as np
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
+from beam_curator.logs import model_loading
 from beam_curator.models.resolve import resolve_model
 
 if TYPE_CHECKING:
@@ -27,6 +28,14 @@ if TYPE_CHECKING:
 
 class BrokenTorchvisionError(ImportError):
     """An installed torchvision that does not load beside the installed torch."""
+
+
+@contextmanager
+def loading_model() -> Iterator[None]:
+    """Every model load: without the model libraries' bars unless verbose, and
+    with a torchvision that does not load explained (``torchvision_explained``)."""
+    with model_loading(), torchvision_explained():
+        yield
 
 
 @contextmanager
@@ -179,13 +188,18 @@ class EmbeddingModelHandler(ModelHandler[str, PredictionResult, M]):
         return text if self._max_chars is None else text[: self._max_chars]
 
 
+_PROGRESS_STEP = 256  # texts per call of the text handler, after each of which ``on_progress`` hears of them
+
+
 class TextListHandler(ModelHandler[list, np.ndarray, Any]):
     """Adapts a handler of single texts (returning ``PredictionResult``s) to
-    examples that are lists of texts, returning one (n, dim) array per list."""
+    examples that are lists of texts, returning one (n, dim) array per list;
+    ``on_progress`` is told how many texts are embedded every few hundred."""
 
-    def __init__(self, text_handler: ModelHandler) -> None:
+    def __init__(self, text_handler: ModelHandler, on_progress: Callable[[int], None] | None = None) -> None:
         super().__init__()
         self.text_handler = text_handler
+        self.on_progress = on_progress
 
     def load_model(self) -> Any:
         return self.text_handler.load_model()
@@ -201,8 +215,12 @@ class TextListHandler(ModelHandler[list, np.ndarray, Any]):
 
     def run_inference(self, batch: Sequence[list], model: Any, inference_args=None) -> Iterable[np.ndarray]:
         flat = [text for texts in batch for text in texts]
-        results = list(self.text_handler.run_inference(flat, model, inference_args)) if flat else []
-        vectors = [result.inference for result in results]
+        vectors = []
+        for start in range(0, len(flat), _PROGRESS_STEP):  # a whole file is one example: report as it goes
+            chunk = flat[start : start + _PROGRESS_STEP]
+            vectors += [result.inference for result in self.text_handler.run_inference(chunk, model, inference_args)]
+            if self.on_progress is not None:
+                self.on_progress(len(chunk))
         out, start = [], 0
         for texts in batch:
             out.append(np.asarray(vectors[start : start + len(texts)], dtype=np.float32).reshape(len(texts), -1))

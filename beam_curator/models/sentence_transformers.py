@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from beam_curator.models.base import EmbeddingModelHandler, EmbeddingOptions, torchvision_explained
+from beam_curator.models.base import EmbeddingModelHandler, EmbeddingOptions, loading_model
 from beam_curator.models.resolve import DEFAULT_MODEL
 from beam_curator.models.runtimes import ExportedModelEmbedder, check_runtime
 
@@ -93,7 +93,7 @@ class SentenceTransformerEmbeddingHandler(EmbeddingModelHandler[SentenceTransfor
 
     def load_model(self) -> SentenceTransformerEmbedder | ExportedModelEmbedder:
         if self._runtime.name != "torch":
-            with torchvision_explained():
+            with loading_model():
                 return ExportedModelEmbedder(self.model_path(), self._runtime,
                                              self._encode_batch_size or self._runtime.encode_batch_size,
                                              self._export_cache_dir)
@@ -102,5 +102,5 @@ class SentenceTransformerEmbeddingHandler(EmbeddingModelHandler[SentenceTransfor
             import torch
 
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        with torchvision_explained():
+        with loading_model():
             return SentenceTransformerEmbedder(self.model_path(), device, self._encode_batch_size)

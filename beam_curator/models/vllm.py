@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from beam_curator.models.base import EmbeddingModelHandler, EmbeddingOptions, torchvision_explained
+from beam_curator.models.base import EmbeddingModelHandler, EmbeddingOptions, loading_model
 from beam_curator.models.resolve import DEFAULT_MODEL
 
 if TYPE_CHECKING:
@@ -92,5 +92,5 @@ class VLLMEmbeddingHandler(EmbeddingModelHandler[VLLMEmbedder]):
         self._pretokenize = pretokenize
 
     def load_model(self) -> VLLMEmbedder:
-        with torchvision_explained():
+        with loading_model():
             return VLLMEmbedder(self.model_path(), self._vllm_init_kwargs, self._max_tokens, self._pretokenize)

@@ -3,8 +3,9 @@
 Beam's ``DaskRunner`` connects a ``distributed.Client`` to
 ``--dask_client_address`` and, without one, starts a default cluster it never
 closes. Here, without an address, a ``LocalCluster`` of
-``--dask_local_workers`` single-threaded worker processes is started before
-the run and closed after it, and the client is closed in every case.
+``--dask_local_workers`` single-threaded worker processes is started on the
+first run and kept for the process's later runs, and the client is closed in
+every case.
 
 What the DaskRunner does differently from Beam's other runners, and why
 ``CuratorStages`` lists source partitions in the driver on it: it turns the
@@ -23,14 +24,19 @@ listing and the checkpoint instead.
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
+import signal
+import threading
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from beam_curator.checkpoint import registry
+from beam_curator.logs import silence_library_noise, verbose
 
 logger = logging.getLogger(__name__)
 
@@ -68,24 +74,76 @@ def dask_flags(dask_address: str | None, num_workers: int | None) -> list[str]:
     return [*flags, *([f"--dask_local_workers={num_workers}"] if num_workers is not None else [])]
 
 
-@contextmanager
-def _scheduler(options: PipelineOptions) -> Iterator[None]:
-    """A LocalCluster for the run when the options name no scheduler."""
-    from apache_beam.runners.dask.dask_runner import DaskOptions
+_local_clusters: dict[int | None, Any] = {}  # worker count -> the LocalCluster this process started
+
+
+def _local_cluster(workers: int | None) -> str:
+    """The address of this process's LocalCluster of ``workers`` processes,
+    started on first use and kept until the process ends: a workflow runs one
+    Beam pipeline per phase, and each would otherwise start and stop a cluster
+    (seconds each, and the workers' model loaded again)."""
     from distributed import LocalCluster
 
-    dask_options = options.view_as(DaskOptions)
-    if dask_options.address or dask_options.scheduler_file:
-        yield
-        return
-    workers = options.view_as(LocalDaskClusterOptions).dask_local_workers
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
+    cluster = _local_clusters.get(workers)
+    if cluster is None:
+        if not _local_clusters:
+            atexit.register(close_local_clusters)
+        with _quiet_workers():
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0")
+        _local_clusters[workers] = cluster
         logger.info("started a dask LocalCluster at %s with %d workers (dashboard %s)", cluster.scheduler_address,
                     len(cluster.workers), cluster.dashboard_link)
-        dask_options.address = cluster.scheduler_address
-        try:
-            yield
-        finally:
+    return cluster.scheduler_address
+
+
+@contextmanager
+def _quiet_workers() -> Iterator[None]:
+    """Worker processes started meanwhile ignore SIGINT (a disposition they
+    inherit), so that the terminal's Ctrl-C, sent to the driver's whole
+    process group, ends the run through the driver, not with a traceback from
+    every worker; and, unless verbose, they log errors only (dask has them
+    log their start-up at INFO, and a cancelled task at WARNING)."""
+    quiet = {} if verbose() else {"DASK_LOGGING__DISTRIBUTED": "error"}
+    saved = {name: os.environ.get(name) for name in quiet}
+    os.environ.update(quiet)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if threading.current_thread() is threading.main_thread() else None
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def close_local_clusters() -> None:
+    """Close the LocalClusters this process started (done at exit; a notebook may want it sooner)."""
+    while _local_clusters:
+        _, cluster = _local_clusters.popitem()
+        cluster.close()
+
+
+@contextmanager
+def _scheduler(options: PipelineOptions) -> Iterator[None]:
+    """The scheduler the options name, or this process's LocalCluster; its
+    workers keep other libraries' notes off the terminal, as the driver does."""
+    from apache_beam.runners.dask.dask_runner import DaskOptions
+    from distributed import Client
+
+    silence_library_noise()  # importing distributed set its loggers to INFO
+    dask_options = options.view_as(DaskOptions)
+    named = bool(dask_options.address or dask_options.scheduler_file)
+    if not named:
+        dask_options.address = _local_cluster(options.view_as(LocalDaskClusterOptions).dask_local_workers)
+    try:
+        with Client(address=dask_options.address, scheduler_file=dask_options.scheduler_file) as client:
+            client.run(silence_library_noise)
+        yield
+    finally:
+        if not named:
             dask_options.address = None
 
 

@@ -44,6 +44,7 @@ class EmbeddingStage(TransformStage):
         from apache_beam.ml.inference.base import KeyedModelHandler, ModelHandler, RunInference
 
         from beam_curator.models.base import TextListHandler
+        from beam_curator.transforms.progress import advance
 
         text_field, embedding_field = self.text_field, self.embedding_field
         handler = self.handler if isinstance(self.handler, ModelHandler) else self.handler()
@@ -62,6 +63,6 @@ class EmbeddingStage(TransformStage):
 
         return (
             "Texts" >> beam.Map(keyed_texts)
-            | "Embed" >> RunInference(KeyedModelHandler(TextListHandler(handler)))
+            | "Embed" >> RunInference(KeyedModelHandler(TextListHandler(handler, advance)))
             | "Attach" >> beam.Map(attach)
         )

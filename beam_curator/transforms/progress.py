@@ -9,7 +9,9 @@ and at every bundle's end (a worker of a persistent pool may be torn down
 only after the driver has read the totals); the driver polls the
 folder in a thread and draws a bar: documents through the sink, an estimate
 of the total (documents per partition read so far times the partitions
-pending), rate, time left, and partitions done / pending. The folder lives in
+pending), rate, time left, and partitions done / pending. A stage that works
+long on one task (embedding a whole file) reports the documents it has handled
+so far through :func:`advance`, so that the bar moves within a partition. The folder lives in
 the checkpoint folder, which every worker can already reach, or in a local
 temporary folder for runs without one.
 
@@ -43,11 +45,13 @@ class ProgressRecorder:
 
     _by_folder: dict[str, "ProgressRecorder"] = {}
     _registry_lock = threading.Lock()
+    latest: "ProgressRecorder | None" = None  # of the run this process works for now (runs here go one at a time)
 
     def __init__(self, folder: str) -> None:
         self.url = f"{folder}/{socket.gethostname()}-{os.getpid()}.json"
         self.stages: dict[str, dict[str, int]] = {}
         self.partitions = {"pending": 0, "skipped": 0, "completed": 0}
+        self.advanced = 0  # documents handled inside stages' tasks, as they go (see ``advance``)
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._written = 0.0
@@ -61,6 +65,7 @@ class ProgressRecorder:
             if recorder is None or not recorder.url.endswith(f"-{os.getpid()}.json"):  # new, or inherited by a fork
                 recorder = cls._by_folder[folder] = cls(folder)
                 recorder.write(force=True)
+            cls.latest = recorder
             return recorder
 
     def stage(self, name: str, tasks: int, items_in: int, items_out: int) -> None:
@@ -69,6 +74,11 @@ class ProgressRecorder:
             totals["tasks"] += tasks
             totals["items_in"] += items_in
             totals["items_out"] += items_out
+        self.write()
+
+    def advance(self, documents: int) -> None:
+        with self._lock:
+            self.advanced += documents
         self.write()
 
     def partition(self, kind: str, count: int = 1) -> None:
@@ -85,12 +95,22 @@ class ProgressRecorder:
         with self._write_lock:  # threads of one worker take turns; a late one writes newer totals
             self._written = now
             with self._lock:
-                payload = json.dumps({"stages": self.stages, "partitions": self.partitions}).encode()
+                payload = json.dumps(
+                    {"stages": self.stages, "partitions": self.partitions, "advanced": self.advanced}
+                ).encode()
             try:
                 write_atomically(self.url, lambda handle: handle.write(payload))
             except OSError as error:
                 self._broken = True
                 logger.debug("progress cannot be recorded in %s: %s", self.url, error)
+
+
+def advance(documents: int) -> None:
+    """Count ``documents`` handled by a stage still working on its task, for
+    the run this process works for (nothing when it records no progress)."""
+    recorder = ProgressRecorder.latest
+    if recorder is not None:
+        recorder.advance(documents)
 
 
 @dataclass
@@ -100,6 +120,7 @@ class Snapshot:
     workers: int = 0
     stages: dict[str, dict[str, int]] = field(default_factory=dict)
     partitions: dict[str, int] = field(default_factory=lambda: {"pending": 0, "skipped": 0, "completed": 0})
+    advanced: int = 0
 
     def stage(self, name: str) -> dict[str, int]:
         return self.stages.get(name, {"tasks": 0, "items_in": 0, "items_out": 0})
@@ -121,6 +142,7 @@ def read_progress(folder: str) -> Snapshot:
         except (OSError, ValueError):
             continue
         snapshot.workers += 1
+        snapshot.advanced += record.get("advanced", 0)
         for stage, totals in record.get("stages", {}).items():
             summed = snapshot.stages.setdefault(stage, {"tasks": 0, "items_in": 0, "items_out": 0})
             for key, value in totals.items():
@@ -238,7 +260,7 @@ class ProgressWatcher:
         if self._bar is None:
             return
         view = self.views[self.current]
-        done = snapshot.stage(view.sink)["items_in"]
+        done = max(snapshot.stage(view.sink)["items_in"], snapshot.advanced)
         read = snapshot.stage(view.first_stage)
         pending = snapshot.partitions["pending"]
         if final:

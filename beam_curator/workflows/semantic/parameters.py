@@ -8,14 +8,16 @@ checked against the runner presets then too, not when a phase starts.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import logging
 import os
-from typing import Any
+from typing import Any, Callable
 
 import fsspec
 
+from beam_curator.errors import CuratorError, CuratorSettingsError
 from beam_curator.pipeline import Pipeline
 from beam_curator.runners.options import SETTINGS, runner_args
 from beam_curator.stages.arguments import refuse_unknown
@@ -25,6 +27,23 @@ RUNNER_SETTINGS = frozenset().union(*SETTINGS.values(), [
     parameter.name for parameter in inspect.signature(Pipeline.run).parameters.values()
     if parameter.kind is inspect.Parameter.KEYWORD_ONLY and parameter.name != "beam_args"
 ])
+
+
+def settings_checked(init: Callable[..., None]) -> Callable[..., None]:
+    """For a workflow's ``__init__``: a value it refuses (a ``ValueError``
+    from any check it calls) becomes a ``CuratorSettingsError``, the
+    package's own error about settings, which the command prints alone."""
+
+    @functools.wraps(init)
+    def checked(self: object, *args: Any, **kwargs: Any) -> None:
+        try:
+            init(self, *args, **kwargs)
+        except CuratorError:
+            raise
+        except ValueError as error:
+            raise CuratorSettingsError(str(error)) from error
+
+    return checked
 
 
 def pick(owner: str, default: Any, **named: Any) -> Any:

@@ -86,6 +86,7 @@ class PhaseBook:
         self.beam = beam
         self.roots = {name: root.rstrip("/") for name, root in roots.items()}
         self.times: dict[str, float] = {}
+        self.ran: list[str] = []  # phases marked done by this run: none means it found everything done
 
     def _marker(self, name: str) -> str:
         return f"{self.folder}/{name}.done.json"
@@ -129,6 +130,8 @@ class PhaseBook:
             records.setdefault(root, []).extend(describe_files(self.roots[root], files))
         payload = json.dumps({"fingerprint": fingerprint, "produced": records, **details}, default=str).encode()
         write_atomically(self._marker(name), lambda handle: handle.write(payload))
+        if not name.endswith("-started") and name not in self.ran:  # "-started": a phase's first step, not a phase
+            self.ran.append(name)
 
     def _root_of(self, url: str) -> str:
         fitting = [name for name, root in self.roots.items() if url == root or url.startswith(root + "/")]

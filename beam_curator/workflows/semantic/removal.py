@@ -22,6 +22,7 @@ from beam_curator.tasks import DocumentBatch
 from beam_curator.workflows.semantic.ids import FILE_COLUMN, GENERATED_ID, ROW_COLUMN, AssignIdsStage, FileRegistry
 from beam_curator.workflows.semantic.layout import parquet_files, parquet_metadata, read_parquet
 from beam_curator.workflows.semantic.parameters import (
+    settings_checked,
     apply_storage_options,
     check_cache_path,
     check_runner_settings,
@@ -132,6 +133,7 @@ class TextDuplicatesRemovalWorkflow:
     that are gone are removed once the rest is written.
     """
 
+    @settings_checked
     def __init__(
         self,
         input_path: str | list[str],
@@ -202,7 +204,8 @@ class TextDuplicatesRemovalWorkflow:
         return {"documents_in": sum(count_records(path, self.input_filetype) for path in paths)}
 
     def run(self) -> dict[str, Any]:
-        """Returns ``num_documents_kept``, ``num_duplicates_removed``, ``final_output_path`` and ``removal_time``."""
+        """Returns ``num_documents_kept``, ``num_duplicates_removed``, ``final_output_path``, ``removal_time``
+        and ``phases_run`` (["removal"], or [] when an earlier run's output was still in place)."""
         started = time.monotonic()
         folders = {"output_path": self.output_path, "cache_path": self.cache_path}
         check_no_overlap({"input_path": self.input_path}, folders)
@@ -213,6 +216,7 @@ class TextDuplicatesRemovalWorkflow:
             "num_duplicates_removed": details["documents_in"] - details["rows"],
             "final_output_path": self.output_path,
             "removal_time": time.monotonic() - started,
+            "phases_run": list(self.book.ran),
         }
 
     def _remove(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from beam_curator.stages.io.partitioning import expand_paths
 from beam_curator.run_lock import run_lock
 from beam_curator.workflows.semantic.ids import GENERATED_ID
 from beam_curator.workflows.semantic.parameters import (
+    settings_checked,
     apply_storage_options,
     check_runner_settings,
     pick,
@@ -56,6 +57,7 @@ class TextSemanticDeduplicationWorkflow:
     ``wait=True`` starts when it ends.
     """
 
+    @settings_checked
     def __init__(
         self,
         input_path: str | list[str],
@@ -235,10 +237,14 @@ class TextSemanticDeduplicationWorkflow:
                 output_fields=self.output_fields, input_fingerprint=self.input_fingerprint,
                 on_bad_record=self.on_bad_record, **self.runner,
             ).run()
-            metadata.update(removal)
+            metadata.update(removal, phases_run=[*metadata["phases_run"], *removal["phases_run"]])
         metadata.setdefault("removal_time", 0.0)
         metadata["total_time"] = time.monotonic() - started
-        if self.semantic.eps is None:
+        if not metadata["phases_run"]:
+            logger.info("semantic dedup: nothing to do, every phase was complete with its outputs in place "
+                        "(%s documents, %s duplicates, output %s)", metadata["num_documents"],
+                        metadata.get("num_duplicates"), metadata["final_output_path"] or metadata.get("analysis_path"))
+        elif self.semantic.eps is None:
             logger.info("semantic dedup scored %d documents in %.1f s; choose eps from %s",
                         metadata["num_documents"], metadata["total_time"], metadata.get("analysis_path"))
         else:

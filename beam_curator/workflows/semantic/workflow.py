@@ -45,6 +45,7 @@ from beam_curator.workflows.semantic.id_check import (
 from beam_curator.workflows.semantic.layout import CacheLayout, parquet_files
 from beam_curator.workflows.semantic.pairwise_phase import ClusterPairwiseStage, ClusterScoresWriter, PairwiseSettings
 from beam_curator.workflows.semantic.parameters import (
+    settings_checked,
     apply_storage_options,
     check_cache_path,
     check_runner_settings,
@@ -83,6 +84,7 @@ class SemanticDeduplicationWorkflow:
     (``output_path/recall/recall_report.json``).
     """
 
+    @settings_checked
     def __init__(
         self,
         input_path: str | list[str],
@@ -179,6 +181,8 @@ class SemanticDeduplicationWorkflow:
             ranking_strategy,
         )
         self.cross_cluster_margin = cross_cluster_margin
+        if recall_sample is not None and recall_sample < 2:
+            raise ValueError(f"recall_sample must be at least 2 documents (or None: no recall measured), not {recall_sample}")
         self.recall_sample = recall_sample
         self.book = PhaseBook(
             self.layout.checkpoint("phases"), BeamSettings(runner, list(beam_args or []), runner_settings),
@@ -230,6 +234,7 @@ class SemanticDeduplicationWorkflow:
             metadata.update(self._identify(pairwise_key))
         for phase in ("kmeans", "pairwise", "recall", "identification"):
             metadata[f"{phase}_time"] = self.book.times.get(phase, 0.0)
+        metadata["phases_run"] = list(self.book.ran)
         return metadata
 
     def _cluster(self, files: list[str], input_key: str) -> str:
