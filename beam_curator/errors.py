@@ -11,3 +11,10 @@ every layer may raise one.
 
 class CuratorError(Exception):
     """An error about input, settings or the folders a run uses, whose message is enough to act on."""
+
+
+class OutputWriteError(CuratorError, OSError):
+    """A file (an output, a cache file, a checkpoint mark) could not be written
+    for lack of space; the message names it. Nothing incomplete was kept under
+    its final name and nothing was marked done, so freeing space and rerunning
+    finishes the work (see ``beam_curator.writing``)."""
