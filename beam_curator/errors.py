@@ -23,6 +23,13 @@ class CuratorSettingsError(CuratorError, ValueError):
     """A workflow's parameter that cannot work, found when the workflow is made (before anything runs)."""
 
 
+class OutputWriteError(CuratorError, OSError):
+    """A file (an output, a cache file, a checkpoint mark) could not be written
+    for lack of space; the message names it. Nothing incomplete was kept under
+    its final name and nothing was marked done, so freeing space and rerunning
+    finishes the work (see ``beam_curator.writing``)."""
+
+
 class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C (SIGINT) ended a run; the message says what is kept and how to go on.
 

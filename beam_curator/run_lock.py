@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from beam_curator.errors import CuratorError
+from beam_curator.writing import writing
 from beam_curator.stages.io.overlap import resolved
 
 log = logging.getLogger(__name__)
@@ -80,9 +81,14 @@ def _acquire(name: str, url: str, folder: str, wait: bool) -> int:
         log.warning("the previous run on %s (%s) ended without finishing; this run takes its lock over and "
                     "resumes from what it completed", url, _describe(previous))
     record = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time(), "running": True}
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps(record).encode(), 0)
-    os.fsync(fd)
+    try:
+        with writing(str(path)):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(record).encode(), 0)
+            os.fsync(fd)
+    except BaseException:
+        os.close(fd)  # releases the lock, which a rerun in this process could not take otherwise
+        raise
     return fd
 
 

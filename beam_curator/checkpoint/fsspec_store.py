@@ -36,6 +36,7 @@ from beam_curator.checkpoint.store import (
     Snapshot,
     writer_name,
 )
+from beam_curator.writing import writing
 
 def _empty() -> dict[str, Any]:
     """The contents of one marks file with nothing in it yet."""
@@ -83,7 +84,8 @@ class _Writer:
 
     def _write(self) -> None:
         if any(self.pending.values()):
-            with self.fs.open(f"{self.folder}/{self.token}-{next(self.sequence):012d}.json", "w") as handle:
+            name = f"{self.folder}/{self.token}-{next(self.sequence):012d}.json"
+            with writing(name), self.fs.open(name, "w") as handle:
                 json.dump(self.pending, handle)
             self.pending = _empty()
         self.flushed_at = time.monotonic()

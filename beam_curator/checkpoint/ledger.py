@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from fractions import Fraction
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 ONE = Fraction(1)
 logger = logging.getLogger(__name__)
@@ -28,22 +28,33 @@ class CreditLedger:
         self._returned: dict[str, dict[str, Fraction]] = defaultdict(dict)
         self.complete: set[str] = set()
 
-    def add(self, task_id: str, credits: Mapping[str, Fraction]) -> list[str]:
-        """Record one terminal task; return the sources it completed."""
-        finished = []
+    def add(
+        self, task_id: str, credits: Mapping[str, Fraction], durable: Callable[[list[str]], object] | None = None,
+    ) -> list[str]:
+        """Record one terminal task; return the sources it completed.
+
+        ``durable(finished)``, when given, stores the task before the ledger
+        counts it: if storing fails (a full disk), the ledger is left as it
+        was, so that a retry of the task in this process is counted again
+        instead of being taken for a duplicate of one that was never stored.
+        """
+        finished, shares = [], {}
         for source, share in credits.items():
             if source in self.complete:
                 continue
-            returned = self._returned[source]
-            returned[task_id] = share
-            total = sum(returned.values(), Fraction(0))
+            total = sum((credit for task, credit in self._returned.get(source, {}).items() if task != task_id), share)
             if total > ONE:
                 raise CreditOverflowError(
                     f"partition {source} returned credit {total} > 1: the pipeline is not deterministic "
                     "(a stage produced different children for the same task); reset the checkpoint"
                 )
+            shares[source] = share
             if total == ONE:
                 finished.append(source)
+        if durable is not None:
+            durable(finished)
+        for source, share in shares.items():
+            self._returned[source][task_id] = share
         for source in finished:
             self.complete.add(source)
             del self._returned[source]

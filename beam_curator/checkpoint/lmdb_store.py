@@ -40,6 +40,8 @@ from beam_curator.checkpoint.store import (
     Snapshot,
     writer_name,
 )
+from beam_curator.errors import OutputWriteError
+from beam_curator.writing import writing
 
 logger = logging.getLogger(__name__)
 
@@ -61,13 +63,23 @@ class _Writer:
     """
 
     def __init__(self, metadata_dir: str, map_size: int, sync_seconds: float = 1.0) -> None:
-        os.makedirs(metadata_dir, exist_ok=True)
         self.pid = os.getpid()
         self.file = os.path.join(metadata_dir, f"{writer_name()}.mdb")
-        self._lock_file = open(self.file + ".lock", "w")
-        fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        # lock=False: only this process writes the file and readers open it read-only.
-        self.env = lmdb.open(self.file, subdir=False, map_size=map_size, lock=False, sync=False, metasync=False)
+        created = not os.path.exists(self.file)
+        with writing(self.file):
+            os.makedirs(metadata_dir, exist_ok=True)
+            self._lock_file = open(self.file + ".lock", "w")
+            try:
+                fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                # lock=False: only this process writes the file and readers open it read-only.
+                self.env = lmdb.open(self.file, subdir=False, map_size=map_size, lock=False, sync=False, metasync=False)
+            except BaseException:
+                # Let go of the lock, or a rerun in this process could not take it, and of a file
+                # that a full disk left half made (it holds no mark, and no LMDB can open it again).
+                self._lock_file.close()
+                if created and os.path.exists(self.file):
+                    os.remove(self.file)
+                raise
         self.ledger = CreditLedger()
         self.mutex = threading.Lock()
         self.sync_seconds = sync_seconds
@@ -75,23 +87,28 @@ class _Writer:
         self.dirty = False
 
     def record(self, task_id: str, credits: Mapping[str, Fraction], outputs: list[OutputRecord] | None) -> list[str]:
-        with self.mutex:
-            finished = self.ledger.add(task_id, credits)
-            with self.env.begin(write=True) as txn:
-                for source, share in credits.items():
-                    if outputs:
-                        txn.put(_OUTPUT + f"{source}/{task_id}".encode(), json.dumps(outputs).encode())
-                    if source not in finished and source not in self.ledger.complete:
-                        key = _CREDIT + f"{source}/{task_id}".encode()
-                        txn.put(key, f"{share.numerator}/{share.denominator}".encode())
-                for source in finished:
-                    txn.put(_DONE + source.encode(), b"")
-                    _delete_prefix(txn, _CREDIT + f"{source}/".encode())
+        # A commit that fails (a full disk: LMDB reports "No space left on device") writes nothing, and
+        # the ledger counts the task only once it is committed.
+        with self.mutex, writing(self.file):
+            finished = self.ledger.add(task_id, credits, lambda done: self._commit(task_id, credits, outputs, done))
             self._committed()
             return finished
 
+    def _commit(self, task_id: str, credits: Mapping[str, Fraction], outputs: list[OutputRecord] | None,
+                finished: list[str]) -> None:
+        with self.env.begin(write=True) as txn:
+            for source, share in credits.items():
+                if outputs:
+                    txn.put(_OUTPUT + f"{source}/{task_id}".encode(), json.dumps(outputs).encode())
+                if source not in finished and source not in self.ledger.complete:
+                    key = _CREDIT + f"{source}/{task_id}".encode()
+                    txn.put(key, f"{share.numerator}/{share.denominator}".encode())
+            for source in finished:
+                txn.put(_DONE + source.encode(), b"")
+                _delete_prefix(txn, _CREDIT + f"{source}/".encode())
+
     def record_inputs(self, inputs: Mapping[str, dict[str, Any]]) -> None:
-        with self.mutex:
+        with self.mutex, writing(self.file):
             with self.env.begin(write=True) as txn:
                 for source, files in inputs.items():
                     txn.put(_INPUT + source.encode(), json.dumps({"files": files, "t": time.time()}).encode())
@@ -103,7 +120,8 @@ class _Writer:
             self._sync()
 
     def _sync(self) -> None:
-        self.env.sync(True)
+        with writing(self.file):
+            self.env.sync(True)
         self.synced_at = time.monotonic()
         self.dirty = False
 
@@ -140,12 +158,15 @@ class LmdbCheckpointStore(CheckpointStore):
         self.metadata_dir = os.path.abspath(os.path.join(path, METADATA_DIR))
 
     def check_writable(self) -> None:
+        probe = os.path.join(self.metadata_dir, f".probe-{os.getpid()}")
         try:
-            os.makedirs(self.metadata_dir, exist_ok=True)
-            probe = os.path.join(self.metadata_dir, f".probe-{os.getpid()}")
-            with open(probe, "w") as handle:
-                handle.write("ok")
-            os.remove(probe)
+            with writing(probe):
+                os.makedirs(self.metadata_dir, exist_ok=True)
+                with open(probe, "w") as handle:
+                    handle.write("ok")
+                os.remove(probe)
+        except OutputWriteError:
+            raise
         except OSError as error:
             raise PermissionError(
                 f"checkpoint folder {self.metadata_dir} is not writable ({error.strerror}); "

@@ -19,6 +19,7 @@ import fsspec
 
 from beam_curator.checkpoint import registry
 from beam_curator.checkpoint.ledger import union_complete
+from beam_curator.writing import write_atomically
 
 METADATA_DIR = ".beam_curator_metadata"
 PIPELINE_FILE = "pipeline.json"
@@ -138,11 +139,8 @@ class CheckpointStore(ABC):
 
     def record_pipeline(self, description: Any) -> None:
         """Keep ``description`` (of the stages and their settings) with the marks; a reset forgets it."""
-        fs, folder = fsspec.core.url_to_fs(self.metadata_dir)
-        fs.makedirs(folder, exist_ok=True)
-        partial = f"{folder}/.{PIPELINE_FILE}.{writer_name()}"
-        fs.pipe_file(partial, json.dumps(description, indent=1).encode())
-        fs.mv(partial, f"{folder}/{PIPELINE_FILE}")
+        payload = json.dumps(description, indent=1).encode()
+        write_atomically(f"{self.metadata_dir}/{PIPELINE_FILE}", lambda handle: handle.write(payload))
 
     @abstractmethod
     def status(self) -> CheckpointStatus:

@@ -33,7 +33,7 @@ from typing import IO, Any
 
 import fsspec
 
-from beam_curator.stages.io.writer import write_atomically
+from beam_curator.writing import write_atomically
 
 logger = logging.getLogger(__name__)
 PROGRESS_DIR = ".beam_curator_progress"

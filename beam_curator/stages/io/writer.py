@@ -13,17 +13,14 @@ which would leave nothing durable to checkpoint against.
 from __future__ import annotations
 
 import hashlib
-import os
-import uuid
 from abc import abstractmethod
-from typing import BinaryIO, Callable
+from typing import BinaryIO
 
-import fsspec
 import pyarrow as pa
-from fsspec.implementations.local import LocalFileSystem
 
 from beam_curator.stages.base import ProcessingStage
 from beam_curator.tasks import DocumentBatch, FileGroupTask, Task
+from beam_curator.writing import write_atomically
 
 
 class FileWriterStage(ProcessingStage):
@@ -76,29 +73,3 @@ def _stem(path: str) -> str:
     name = path.rstrip("/").rsplit("/", 1)[-1]
     return name.split(".", 1)[0] or name
 
-
-def write_atomically(url: str, write: Callable[[BinaryIO], object]) -> int:
-    """Write through a temporary sibling, make it durable, then rename it to ``url``.
-
-    A failed write removes its temporary file. A killed process can leave one
-    behind: it is a dotfile, which the readers skip, and the partition it
-    belonged to was never marked, so the next run writes the file again.
-    Returns the file's size in bytes.
-    """
-    fs, final = fsspec.core.url_to_fs(url)
-    folder, name = final.rsplit("/", 1)
-    temporary = f"{folder}/.tmp-{uuid.uuid4().hex}-{name}"
-    fs.makedirs(folder, exist_ok=True)
-    try:
-        with fs.open(temporary, "wb") as handle:
-            write(handle)
-            size = handle.tell()
-            if isinstance(fs, LocalFileSystem):
-                handle.flush()
-                os.fsync(handle.fileno())
-    except BaseException:
-        if fs.exists(temporary):
-            fs.rm(temporary)
-        raise
-    fs.mv(temporary, final)
-    return size

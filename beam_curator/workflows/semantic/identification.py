@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from beam_curator.dedup.semantic.cross_cluster import combine_scores
 from beam_curator.dedup.semantic.pairwise import MAX_RANK_KEY, SCORE
-from beam_curator.stages.io.writer import write_atomically
+from beam_curator.writing import write_atomically
 
 logger = logging.getLogger(__name__)
 DUPLICATES_ROW_GROUPS = 10  # NeMo Curator's default hint

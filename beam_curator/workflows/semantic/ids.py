@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.partitioning import expand_paths
-from beam_curator.stages.io.writer import write_atomically
+from beam_curator.writing import write_atomically
 from beam_curator.tasks import DocumentBatch
 
 GENERATED_ID = "_curator_dedup_id"

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
 from beam_curator.stages.io.errors import CuratorInputError
-from beam_curator.stages.io.writer import write_atomically
+from beam_curator.writing import write_atomically
 
 
 def parquet_files(url: str) -> list[str]:

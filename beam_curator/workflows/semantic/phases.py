@@ -30,7 +30,7 @@ from beam_curator.pipeline import Pipeline, RunSummary, run_in_order
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.base import flatten_stages
 from beam_curator.stages.io.partitioning import is_hidden
-from beam_curator.stages.io.writer import write_atomically
+from beam_curator.writing import write_atomically
 from beam_curator.stages.lineage import derive_sources, source_key
 from beam_curator.tasks import EmptyTask
 from beam_curator.transforms import locate_source_and_sink

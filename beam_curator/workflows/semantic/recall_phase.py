@@ -19,7 +19,7 @@ import fsspec
 from beam_curator.dedup.semantic.cross_cluster import visited_clusters
 from beam_curator.dedup.semantic.ranking import order_by_keys, rank_keys
 from beam_curator.dedup.semantic.recall import recall_report
-from beam_curator.stages.io.writer import write_atomically
+from beam_curator.writing import write_atomically
 from beam_curator.workflows.semantic.clustering import embedding_matrix
 from beam_curator.workflows.semantic.pairwise_phase import PairwiseSettings
 

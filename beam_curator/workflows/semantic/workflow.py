@@ -18,7 +18,7 @@ from beam_curator.dedup.semantic.ranking import RankingStrategy
 from beam_curator.stages.io import ParquetReader
 from beam_curator.stages.io.overlap import check_no_overlap
 from beam_curator.run_lock import run_lock
-from beam_curator.stages.io.writer import write_atomically
+from beam_curator.writing import write_atomically
 from beam_curator.workflows.semantic.clustering import (
     AssignClustersStage,
     KMeansSettings,
