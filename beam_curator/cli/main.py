@@ -25,6 +25,7 @@ examples:
   beam-curator semdedup --input data/ --output results/ --cache cache/ --id-field doc_id --eps 0.01
   beam-curator semdedup --input data/ --output results/ --cache cache/      # no --eps: eps table only
   beam-curator semdedup ... --runner flink --flink-master host:8081 -- --parallelism=64
+  beam-curator exact --input data/ --output results/ --id-field doc_id
   beam-curator checkpoint status cache/checkpoints/embedding
   beam-curator checkpoint shards ckpt/ --count 4 --input data/   # a job array's progress; exit 1 until complete
 
@@ -62,6 +63,23 @@ def _add_logging_flags(parser: argparse.ArgumentParser, top_level: bool) -> None
                        help="warnings and errors only: no progress bars, no summary logs")
     group.add_argument("-v", "--verbose", action="store_true", default=default,
                        help="also log Apache Beam, its workers and the model libraries at INFO")
+
+
+def _add_data_flags(parser: argparse.ArgumentParser, output: str, cache: str, text_use: str) -> None:
+    """The logging flags and the data flags every deduplication command has."""
+    _add_logging_flags(parser, top_level=False)
+    data = parser.add_argument_group("data")
+    data.add_argument("--input", required=True, help="folder, glob or file of the input data")
+    data.add_argument("--output", required=True, help=output)
+    data.add_argument("--cache", help=cache)
+    data.add_argument("--input-filetype", default="jsonl", choices=["jsonl", "parquet"], help="format of the input files")
+    data.add_argument("--text-field", default="text", help=f"the field holding the text {text_use}")
+    data.add_argument("--id-field", help="your unique id field (default: generate ids into _curator_dedup_id)")
+    data.add_argument("--on-bad-record", default="raise", choices=["raise", "skip"],
+                      help="a malformed record or one missing a field: stop naming it, or skip and count it")
+    data.add_argument("--files-per-partition", type=int, default=1, help="input files per checkpointed partition")
+    data.add_argument("--wait", action="store_true",
+                      help="if another run uses --output or --cache, start when it ends instead of refusing")
 
 
 def _add_runner_flags(parser: argparse.ArgumentParser) -> None:
@@ -187,15 +205,7 @@ def semdedup_summary(metadata: dict[str, Any], eps: float | None) -> str:
     """What a user asks after a run: how many documents went in, how many are
     duplicates, how many were removed and kept, where time went, where the
     results are. Without eps: the eps table, to choose one."""
-    lines = ["", "semantic deduplication summary"]
-
-    def row(name: str, value: object) -> None:
-        lines.append(f"  {name:<16} {value}")
-
-    if "phases_run" in metadata:
-        row("this run", f"ran {', '.join(metadata['phases_run'])}" if metadata["phases_run"] else
-            "nothing to do: every phase was complete with its outputs in place (the results below are from then)")
-    row("documents in", metadata.get("num_documents", "?"))
+    lines, row = _summary_start("semantic deduplication summary", metadata)
     if eps is None:
         row("duplicates", "not identified (no --eps); choose eps from the table below")
     else:
@@ -204,8 +214,7 @@ def semdedup_summary(metadata: dict[str, Any], eps: float | None) -> str:
         row("removed", removed if metadata.get("final_output_path") else "nothing (--no-removal)")
         if metadata.get("final_output_path"):
             row("kept", metadata.get("num_documents_kept"))
-    times = [f"{phase} {metadata[f'{phase}_time']:.1f}" for phase in _PHASES if metadata.get(f"{phase}_time")]
-    row("time (s)", ", ".join([*times, f"total {metadata.get('total_time', 0.0):.1f}"]))
+    row("time (s)", _times(metadata, _PHASES))
     if metadata.get("final_output_path"):
         row("clean data", metadata["final_output_path"])
     if metadata.get("duplicates_path"):
@@ -217,6 +226,70 @@ def semdedup_summary(metadata: dict[str, Any], eps: float | None) -> str:
         lines += ["", f"documents removed per eps ({analysis}/eps_table.csv, plot: {analysis}/similarity.png)"]
         lines += [f"  {line}" for line in _eps_table_text(f"{analysis}/eps_table.csv").splitlines()]
     return "\n".join(lines)
+
+
+def _summary_start(title: str, metadata: dict[str, Any]) -> tuple[list[str], Callable[[str, object], None]]:
+    """A summary's first rows (what this run did, documents in) and the function adding the next."""
+    lines = ["", title]
+
+    def row(name: str, value: object) -> None:
+        lines.append(f"  {name:<16} {value}")
+
+    if "phases_run" in metadata:
+        row("this run", f"ran {', '.join(metadata['phases_run'])}" if metadata["phases_run"] else
+            "nothing to do: every phase was complete with its outputs in place (the results below are from then)")
+    row("documents in", metadata.get("num_documents", "?"))
+    return lines, row
+
+
+def _times(metadata: dict[str, Any], phases: tuple[str, ...]) -> str:
+    times = [f"{phase} {metadata[f'{phase}_time']:.1f}" for phase in phases if metadata.get(f"{phase}_time")]
+    return ", ".join([*times, f"total {metadata.get('total_time', 0.0):.1f}"])
+
+
+def _exact(args: argparse.Namespace, beam_args: list[str]) -> int:
+    from beam_curator.workflows import ExactDeduplicationWorkflow
+
+    workflow = ExactDeduplicationWorkflow(
+        output_path=args.output, input_path=args.input, cache_path=args.cache, input_filetype=args.input_filetype,
+        text_field=args.text_field, assign_id=args.id_field is None, id_field=args.id_field,
+        on_bad_record=args.on_bad_record, files_per_partition=args.files_per_partition,
+        perform_removal=not args.no_removal, wait=args.wait, **_runner_settings(args, beam_args),
+    )
+    print(exact_summary(workflow.run().metadata))
+    return 0
+
+
+def exact_summary(metadata: dict[str, Any]) -> str:
+    """Documents in, exact duplicates found, removed and kept, time per phase, where the results are."""
+    lines, row = _summary_start("exact deduplication summary", metadata)
+    row("duplicates", f"{metadata.get('num_duplicates')} (every copy but the first of each text)")
+    row("removed", metadata.get("num_duplicates_removed") if metadata.get("final_output_path") else "nothing (--no-removal)")
+    if metadata.get("final_output_path"):
+        row("kept", metadata.get("num_documents_kept"))
+    row("time (s)", _times(metadata, ("hashing", "identification", "removal")))
+    if metadata.get("final_output_path"):
+        row("clean data", metadata["final_output_path"])
+    row("duplicate ids", metadata.get("duplicates_path"))
+    if metadata.get("id_generator_path"):
+        row("id generator", metadata["id_generator_path"])
+    return "\n".join(lines)
+
+
+def _add_exact(commands: argparse._SubParsersAction) -> None:
+    exact = commands.add_parser(
+        "exact", formatter_class=_Formatter, epilog=_EXAMPLES,
+        help="exact deduplication (md5 of each text) of JSONL or parquet text files",
+        description=textwrap.fill(
+            "Hash every document's text (md5, as NeMo Curator), list every copy but the first of each text in "
+            "ExactDuplicateIds/, and write the input without them to deduplicated/. Every phase is checkpointed: "
+            "interrupt the run and rerun the same command to resume; a changed input file is hashed again alone.", 80),
+    )
+    _add_data_flags(exact, "where ExactDuplicateIds/, exact_id_generator.json and deduplicated/ go",
+                    "where digests and checkpoints go (default: under --output)", "to compare")
+    exact.add_argument("--no-removal", action="store_true", help="identify duplicates but do not write the clean data")
+    _add_runner_flags(exact)
+    exact.set_defaults(handler=_exact)
 
 
 def _eps_table_text(csv_url: str) -> str:
@@ -239,19 +312,8 @@ def _add_semdedup(commands: argparse._SubParsersAction) -> None:
             "earlier-ranked members of its cluster, and remove those at least 1 - eps similar to one. Every "
             "phase is checkpointed: interrupt the run and rerun the same command to resume.", 80),
     )
-    _add_logging_flags(sem, top_level=False)
-    data = sem.add_argument_group("data")
-    data.add_argument("--input", required=True, help="folder, glob or file of the input data")
-    data.add_argument("--output", required=True, help="where duplicates/, deduplicated/ and analysis/ go")
-    data.add_argument("--cache", help="where embeddings, clusters, scores and checkpoints go (default: under --output)")
-    data.add_argument("--input-filetype", default="jsonl", choices=["jsonl", "parquet"], help="format of the input files")
-    data.add_argument("--text-field", default="text", help="the field holding the text to embed")
-    data.add_argument("--id-field", help="your unique id field (default: generate ids into _curator_dedup_id)")
-    data.add_argument("--on-bad-record", default="raise", choices=["raise", "skip"],
-                      help="a malformed record or one missing a field: stop naming it, or skip and count it")
-    data.add_argument("--files-per-partition", type=int, default=1, help="input files per checkpointed partition")
-    data.add_argument("--wait", action="store_true",
-                      help="if another run uses --output or --cache, start when it ends instead of refusing")
+    _add_data_flags(sem, "where duplicates/, deduplicated/ and analysis/ go",
+                    "where embeddings, clusters, scores and checkpoints go (default: under --output)", "to embed")
     model = sem.add_argument_group("embedding")
     model.add_argument("--model-identifier", default="sentence-transformers/all-MiniLM-L6-v2",
                        help="model name or local folder (the default is bundled)")
@@ -345,13 +407,14 @@ def _job_server(args: argparse.Namespace, beam_args: list[str]) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="beam-curator", description="Resumable text curation on Apache Beam: semantic deduplication "
-        "(NeMo Curator's SemDeDup) and checkpoint tools.",
+        "(NeMo Curator's SemDeDup), exact deduplication and checkpoint tools.",
         epilog=_EXAMPLES, formatter_class=_Formatter, allow_abbrev=False,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_package_version()}")
     _add_logging_flags(parser, top_level=True)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_semdedup(commands)
+    _add_exact(commands)
     _add_checkpoint(commands)
     _add_job_server(commands)
     for sub in commands.choices.values():

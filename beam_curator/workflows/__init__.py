@@ -1,5 +1,6 @@
 """Ready-made workflows built from stages and Beam transforms."""
 
+from beam_curator.workflows.exact import ExactDeduplicationWorkflow
 from beam_curator.workflows.semantic import (
     RankingStrategy,
     SemanticDeduplicationWorkflow,
@@ -9,6 +10,7 @@ from beam_curator.workflows.semantic import (
 )
 
 __all__ = [
+    "ExactDeduplicationWorkflow",
     "RankingStrategy",
     "SemanticDeduplicationWorkflow",
     "TextDuplicatesRemovalWorkflow",

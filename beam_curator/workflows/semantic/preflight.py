@@ -7,12 +7,18 @@ from __future__ import annotations
 import json
 import posixpath
 import uuid
+from contextlib import contextmanager
+from typing import Iterator
 
 import fsspec
 import pyarrow as pa
 
+from beam_curator.run_lock import run_lock
 from beam_curator.stages.io.errors import CuratorInputError
+from beam_curator.stages.io.overlap import check_no_overlap
+from beam_curator.stages.io.partitioning import expand_paths
 from beam_curator.workflows.semantic.layout import parquet_metadata
+from beam_curator.workflows.semantic.phases import remove_tree
 from beam_curator.workflows.semantic.removal import count_records
 
 
@@ -147,3 +153,26 @@ def check_input_files(
 
 
 
+
+
+@contextmanager
+def checked_text_input(
+    input_path: str | list[str], folders: dict[str, str], extensions: tuple[str, ...], filetype: str,
+    text_field: str, id_field: str | None, on_bad_record: str, clear_output: bool, wait: bool,
+    records_needed: int = 1,
+) -> Iterator[None]:
+    """A text workflow's start: input checked first, folders after (so that a
+    run failing a check creates or clears nothing), then ``folders`` held
+    against other runs (``wait``: until they are free) and, with
+    ``clear_output``, emptied, as NeMo Curator always starts."""
+    check_no_overlap({"input_path": input_path}, folders)
+    paths = expand_paths(input_path, extensions)
+    check_input_files(paths, filetype, text_field, id_field, on_bad_record)
+    check_enough_records(input_path, paths, filetype, records_needed)
+    check_writable_folders(folders)
+    with run_lock(folders, wait=wait):
+        if clear_output:
+            for folder in set(folders.values()):
+                remove_tree(folder)
+            check_writable_folders(folders)
+        yield

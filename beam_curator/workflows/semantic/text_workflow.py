@@ -14,9 +14,6 @@ from beam_curator.stages.io import ParquetWriter
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.transforms.embedding import EmbeddingStage
 from beam_curator.stages.io.fingerprint import check_mode
-from beam_curator.stages.io.overlap import check_no_overlap
-from beam_curator.stages.io.partitioning import expand_paths
-from beam_curator.run_lock import run_lock
 from beam_curator.workflows.semantic.ids import GENERATED_ID
 from beam_curator.workflows.semantic.parameters import (
     settings_checked,
@@ -24,12 +21,7 @@ from beam_curator.workflows.semantic.parameters import (
     check_runner_settings,
     pick,
 )
-from beam_curator.workflows.semantic.phases import remove_tree
-from beam_curator.workflows.semantic.preflight import (
-    check_enough_records,
-    check_input_files,
-    check_writable_folders,
-)
+from beam_curator.workflows.semantic.preflight import checked_text_input
 from beam_curator.workflows.semantic.removal import (
     TextDuplicatesRemovalWorkflow,
     file_formats,
@@ -204,18 +196,10 @@ class TextSemanticDeduplicationWorkflow:
         """Checks first (nothing is created or cleared by a run that fails them), then, holding the
         output and cache folders against other runs (``wait``: until they are free), every phase."""
         started = time.monotonic()
-        # Input first, folders after: a run that fails its checks creates (or clears) nothing.
-        check_no_overlap({"input_path": self.input_path}, {"output_path": self.output_path, "cache_path": self.cache_path})
-        paths = expand_paths(self.input_path, self.input_extensions)
-        check_input_files(paths, self.input_filetype, self.text_field, self.id_field, self.on_bad_record)
-        check_enough_records(self.input_path, paths, self.input_filetype, self.semantic.kmeans.n_clusters)
         folders = {"output_path": self.output_path, "cache_path": self.cache_path}
-        check_writable_folders(folders)
-        with run_lock(folders, wait=self.wait):
-            if self.semantic.clear_output:  # start afresh, as NeMo Curator always does
-                for folder in set(folders.values()):
-                    remove_tree(folder)
-                check_writable_folders(folders)
+        with checked_text_input(self.input_path, folders, self.input_extensions, self.input_filetype, self.text_field,
+                                self.id_field, self.on_bad_record, self.semantic.clear_output, self.wait,
+                                records_needed=self.semantic.kmeans.n_clusters):
             return self._run_phases(started)
 
     def _run_phases(self, started: float) -> WorkflowResult:
