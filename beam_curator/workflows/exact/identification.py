@@ -18,7 +18,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from beam_curator.stages import ProcessingStage
-from beam_curator.stages.io import ParquetWriter
 from beam_curator.tasks import DocumentBatch
 from beam_curator.workflows.exact.hashing import HASH_COLUMN
 from beam_curator.workflows.semantic.id_check import IdBucketTask
@@ -28,6 +27,8 @@ from beam_curator.workflows.semantic.layout import parquet_files
 # Digest records a grouping task holds (about 250 MB).
 RECORDS_PER_BUCKET = 1 << 22
 _SPAN = 1 << 32  # digests are bucketed by their first 8 hex digits
+
+DUPLICATE_IDS_STEM = "part.{bucket}"  # NeMo Curator's file names in ExactDuplicateIds/ (see BucketWriter)
 
 
 def bucket_count(total_rows: int) -> int:
@@ -80,11 +81,3 @@ class DuplicateIdsStage(ProcessingStage):
         result._metadata = {"bucket": task.data}
         return result
 
-
-class DuplicateIdsWriter(ParquetWriter):
-    """``part.<bucket>.parquet``, NeMo Curator's names: a replayed bucket overwrites its own file."""
-
-    name = "exact_duplicate_ids_writer"
-
-    def file_stem(self, task: DocumentBatch) -> str:
-        return f"part.{task._metadata['bucket']}"

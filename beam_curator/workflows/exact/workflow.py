@@ -26,8 +26,8 @@ from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.fingerprint import check_mode
 from beam_curator.workflows.exact.hashing import HashesWriter, HashTextStage
 from beam_curator.workflows.exact.id_generator import FILENAME, write_id_generator
-from beam_curator.workflows.exact.identification import DuplicateIdsStage, DuplicateIdsWriter, bucket_count
-from beam_curator.workflows.semantic.id_check import ListIdBucketsStage
+from beam_curator.workflows.exact.identification import DUPLICATE_IDS_STEM, DuplicateIdsStage, bucket_count
+from beam_curator.workflows.semantic.id_check import BucketWriter, ListIdBucketsStage
 from beam_curator.workflows.semantic.ids import GENERATED_ID
 from beam_curator.workflows.semantic.layout import parquet_files, parquet_metadata
 from beam_curator.workflows.semantic.parameters import (
@@ -199,7 +199,7 @@ class ExactDeduplicationWorkflow:
         self.book.run_stages("identification", [
             ListIdBucketsStage(buckets),
             DuplicateIdsStage(self.hashes, buckets, self.id_column),
-            DuplicateIdsWriter(self.duplicates),
+            BucketWriter(self.duplicates, DUPLICATE_IDS_STEM),
         ], checkpoint)
         if self.id_generator:
             write_id_generator(self.hashes, self.id_generator)

@@ -83,13 +83,18 @@ class RepeatedIdsStage(ProcessingStage):
         return result
 
 
-class RepeatedIdsWriter(ParquetWriter):
-    """``bucket_<b>.parquet``: a replayed bucket overwrites its own file."""
+class BucketWriter(ParquetWriter):
+    """One parquet file per bucket (``task._metadata["bucket"]``), named by
+    ``stem``'s ``{bucket}``: a replayed bucket overwrites its own file."""
 
-    name = "repeated_ids_writer"
+    name = "bucket_writer"
+
+    def __init__(self, path: str, stem: str = "bucket_{bucket}") -> None:
+        super().__init__(path)
+        self.stem = stem
 
     def file_stem(self, task: DocumentBatch) -> str:
-        return f"bucket_{task._metadata['bucket']}"
+        return self.stem.format(bucket=task._metadata["bucket"])
 
 
 def raise_if_repeated(folder: str, id_column: str) -> None:

@@ -38,7 +38,7 @@ from beam_curator.workflows.semantic.grouping import (
 from beam_curator.workflows.semantic.id_check import (
     ListIdBucketsStage,
     RepeatedIdsStage,
-    RepeatedIdsWriter,
+    BucketWriter,
     bucket_count,
     raise_if_repeated,
 )
@@ -294,7 +294,7 @@ class SemanticDeduplicationWorkflow:
             ("check-ids", [
                 ListIdBucketsStage(buckets),
                 RepeatedIdsStage(self.layout.id_buckets, self.id_field),
-                RepeatedIdsWriter(self.layout.repeated_ids),
+                BucketWriter(self.layout.repeated_ids),
             ], self.layout.checkpoint("check-ids")),
         ])
         raise_if_repeated(self.layout.repeated_ids, self.id_field)
