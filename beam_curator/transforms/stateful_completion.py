@@ -13,8 +13,8 @@ and keeps only a flag, so a late duplicate cannot start a second tally.
 A runner sees the keyed DoFn after a shuffle, so when the marks appear
 depends on it: as partitions finish on a streaming runner (Flink with
 ``--streaming``), only once the stages before it have finished everywhere on
-a batch runner (the local runner, Flink and Spark in batch mode); the
-README's "How completion works" gives the figures. The state of a partition
+a batch runner (measured on the local runner and Spark); the README's "How
+completion works" gives the figures. The state of a partition
 that never completes (a task failed) lives until its global window ends,
 which a bounded pipeline reaches when its input is exhausted: no timer is
 needed to collect it.
@@ -29,7 +29,7 @@ import apache_beam as beam
 from apache_beam.coders import BooleanCoder, PickleCoder
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec
 
-from beam_curator.checkpoint import CheckpointStore, CreditLedger
+from beam_curator.checkpoint import CreditLedger
 from beam_curator.transforms.stage_dofns import Recording
 
 COMPLETIONS = ("fused", "stateful")
@@ -91,9 +91,6 @@ class CompleteByState(Recording):
 
     RETURNED = BagStateSpec("returned", PickleCoder())
     MARKED = ReadModifyWriteStateSpec("marked", BooleanCoder())
-
-    def __init__(self, store: CheckpointStore, progress_folder: str | None = None) -> None:
-        super().__init__(store, progress_folder)
 
     def process(
         self,
