@@ -22,6 +22,7 @@ from beam_curator.workflows.semantic.workflow import SemanticDeduplicationWorkfl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "scripts"))
 import curator_helpers  # noqa: E402
+from test_semdedup_workers import check_run_and_rerun  # noqa: E402
 
 FILES = 6  # file 2 is filtered whole, the others fan out into chunks, some of them filtered
 
@@ -99,3 +100,9 @@ def test_completion_is_checked_before_anything_runs(tmp_path: Path) -> None:
         SemanticDeduplicationWorkflow(str(tmp_path / "emb"), str(tmp_path / "res"), n_clusters=2, completion="fast")
     assert not (tmp_path / "ckpt").exists() and not (tmp_path / "res").exists()
     SemanticDeduplicationWorkflow(str(tmp_path / "emb"), str(tmp_path / "res"), n_clusters=2, completion="stateful")
+
+
+@pytest.mark.slow
+def test_semantic_dedup_with_stateful_completion_on_worker_processes(tmp_path: Path, worker_pythonpath: None) -> None:
+    """Every phase's chain, and the steps that wait for one another, with the marks made by keyed state."""
+    check_run_and_rerun(tmp_path, runner="local-multiprocess", num_workers=2, completion="stateful")
