@@ -38,6 +38,7 @@ from beam_curator.transforms.progress import (
     forget_progress,
 )
 from beam_curator.transforms.stage_dofns import NAMESPACE
+from beam_curator.transforms.stateful_completion import check_completion, runner_flags
 
 logger = logging.getLogger(__name__)
 
@@ -214,6 +215,7 @@ class Pipeline:
         progress: bool | None = None,
         worker_start_timeout: float | None = 60.0,
         changed_pipeline: str | None = "refuse",
+        completion: str = "fused",
         **runner_settings: object,
     ) -> RunSummary:
         """Run to the end; with ``checkpoint_path``, skip complete partitions
@@ -231,10 +233,15 @@ class Pipeline:
         ``PipelineChangedError`` naming the change; ``changed_pipeline="keep"``
         keeps the old marks instead (a warning says so) and records the new
         pipeline; None skips the check.
+
+        ``completion`` is where partitions are marked complete: ``"fused"``
+        in the sink's DoFn, ``"stateful"`` in a keyed stateful DoFn after it
+        (see "How completion works" in the README for when each marks).
         """
         (summary,) = run_in_order(
             [(self, checkpoint_path)], runner, beam_args=beam_args, map_size=map_size, progress=progress,
-            worker_start_timeout=worker_start_timeout, changed_pipeline=changed_pipeline, **runner_settings,
+            worker_start_timeout=worker_start_timeout, changed_pipeline=changed_pipeline, completion=completion,
+            **runner_settings,
         )
         return summary
 
@@ -283,6 +290,7 @@ def run_in_order(
     progress: bool | None = None,
     worker_start_timeout: float | None = 60.0,
     changed_pipeline: str | None = "refuse",
+    completion: str = "fused",
     **runner_settings: object,
 ) -> list[RunSummary]:
     """Run pipelines one after another, each with its checkpoint path, as
@@ -302,14 +310,16 @@ def run_in_order(
         )
     if changed_pipeline not in ("refuse", "keep", None):
         raise ValueError(f"changed_pipeline must be 'refuse', 'keep' or None, not {changed_pipeline!r}")
+    check_completion(completion, runner)
     for pipeline, checkpoint in steps:
         _check_paths_apart(pipeline, checkpoint)
         if checkpoint and changed_pipeline:
             _check_same_pipeline(pipeline, checkpoint, changed_pipeline == "keep", map_size)
-    options = pipeline_options(runner, beam_args, **runner_settings)
+    options = pipeline_options(runner, [*runner_flags(completion, runner, beam_args), *(beam_args or [])],
+                               **runner_settings)
     silence_library_noise()
     with _reported(steps, map_size):
-        return _run_steps(steps, options, progress, worker_start_timeout, map_size, runner_settings)
+        return _run_steps(steps, options, progress, worker_start_timeout, map_size, completion, runner_settings)
 
 
 @contextmanager
@@ -346,10 +356,11 @@ def _interrupted(steps: list[tuple[Pipeline, str | None]], map_size: int) -> str
 
 def _run_steps(
     steps: list[tuple[Pipeline, str | None]], options: object, progress: bool | None,
-    worker_start_timeout: float | None, map_size: int, runner_settings: dict[str, object],
+    worker_start_timeout: float | None, map_size: int, completion: str, runner_settings: dict[str, object],
 ) -> list[RunSummary]:
     shown = progress_shown() if progress is None else progress
     if is_dask(options):
+        check_completion(completion, "dask")  # chosen by beam_args
         summaries: list[RunSummary] = []
         for pipeline, checkpoint in steps:
             if summaries and not _complete(summaries[-1]):
@@ -358,7 +369,7 @@ def _run_steps(
             beam_pipeline = beam.Pipeline(options=options)
             folder = _progress_folder(checkpoint)
             transform = CuratorStages(pipeline.stages, checkpoint, map_size=map_size, progress_folder=folder,
-                                      list_in_driver=True)
+                                      list_in_driver=True, completion=completion)
             _ = beam_pipeline | pipeline.name >> transform
             try:
                 with ProgressWatcher([_view(pipeline.name, transform, folder)], shown) as watcher:
@@ -373,7 +384,8 @@ def _run_steps(
     beam_pipeline = beam.Pipeline(options=options)
     views, previous = [], None
     for (pipeline, checkpoint), folder in zip(steps, folders):
-        transform = CuratorStages(pipeline.stages, checkpoint, map_size=map_size, progress_folder=folder)
+        transform = CuratorStages(pipeline.stages, checkpoint, map_size=map_size, progress_folder=folder,
+                                  completion=completion)
         start = beam_pipeline if previous is None else (
             beam_pipeline | f"{pipeline.name}-waits" >> AfterComplete(previous, pipeline.name)
         )

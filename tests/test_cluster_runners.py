@@ -140,12 +140,12 @@ def _wait_until_idle(cluster: object, timeout: float = 180.0) -> None:
         time.sleep(0.5)
 
 
-def _rerun_and_compare(tmp_path: Path, input_dir: Path, runner: dict, reference: Path) -> None:
+def _rerun_and_compare(tmp_path: Path, input_dir: Path, runner: dict, reference: Path, *extra: str) -> None:
     """Rerun the same command: it redoes exactly the unmarked partitions and the output equals an
     uninterrupted run's; then every partition is marked."""
     every = {curator_helpers.source_id([file]) for file in input_dir.glob("*.jsonl")}
     marked = open_store(str(tmp_path / "ckpt")).completed()
-    second = subprocess.run(_driver(tmp_path, input_dir, runner, "second.log"), capture_output=True, text=True,
+    second = subprocess.run(_driver(tmp_path, input_dir, runner, "second.log", *extra), capture_output=True, text=True,
                             timeout=300, env=_environment())
     assert second.returncode == 0, second.stderr[-3000:]
     summary = json.loads(second.stdout.strip().splitlines()[-1])
@@ -159,14 +159,9 @@ def _rerun_and_compare(tmp_path: Path, input_dir: Path, runner: dict, reference:
     assert open_store(str(tmp_path / "ckpt")).completed() == every
 
 
-@pytest.mark.parametrize("engine", ["flink", "spark"])
-def test_cluster_marks_as_partitions_finish_from_the_engines_workers(
-    request: pytest.FixtureRequest, tmp_path: Path, pool: WorkerPool, engine: str,
-) -> None:
-    cluster, runner = _engine(request, engine)
-    input_dir = curator_helpers.write_corpus(tmp_path / "in", FILES)
-    reference = _reference(tmp_path, input_dir)
-    command = _driver(tmp_path, input_dir, {**runner, **pool.settings()}, "first.log")
+def _mark_times(tmp_path: Path, command: list[str]) -> tuple[list[float], float]:
+    """Run ``command`` to its end, watching the checkpoint: when each partition's mark appeared and when
+    the driver exited, in seconds from its start; its summary says every partition completed."""
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_environment())
     start, seen = time.monotonic(), {}
     while first.poll() is None:
@@ -177,12 +172,47 @@ def test_cluster_marks_as_partitions_finish_from_the_engines_workers(
     out, err = first.communicate()
     assert first.returncode == 0, err[-3000:]
     assert json.loads(out.strip().splitlines()[-1])["completed"] == FILES
-    times = sorted(seen.values())
-    print(f"{engine}: first mark {times[0]:.1f} s, last {times[-1]:.1f} s, driver exit {end:.1f} s")
+    return sorted(seen.values()), end
+
+
+def _check_marks_as_partitions_finish(times: list[float], end: float, what: str) -> None:
+    print(f"{what}: first mark {times[0]:.1f} s, last {times[-1]:.1f} s, driver exit {end:.1f} s")
     assert len(times) >= FILES // 2 and times[0] < times[-1] - 2 * DELAY, \
         f"marks must appear as partitions finish, not all at the end: {times} (driver exit {end:.1f} s)"
+
+
+@pytest.mark.parametrize("engine", ["flink", "spark"])
+def test_cluster_marks_as_partitions_finish_from_the_engines_workers(
+    request: pytest.FixtureRequest, tmp_path: Path, pool: WorkerPool, engine: str,
+) -> None:
+    cluster, runner = _engine(request, engine)
+    input_dir = curator_helpers.write_corpus(tmp_path / "in", FILES)
+    reference = _reference(tmp_path, input_dir)
+    times, end = _mark_times(tmp_path, _driver(tmp_path, input_dir, {**runner, **pool.settings()}, "first.log"))
+    _check_marks_as_partitions_finish(times, end, engine)
     assert curator_helpers.output_rows(tmp_path / "out") == curator_helpers.output_rows(reference)
     assert run_marks_from_workers(tmp_path / "ckpt")
+
+
+STREAMING_STATEFUL = ("--streaming", "--completion", "stateful")
+
+
+def test_flink_streaming_stateful_completion_marks_as_partitions_finish(
+    request: pytest.FixtureRequest, tmp_path: Path, pool: WorkerPool,
+) -> None:
+    """On Flink in streaming mode the keyed stateful DoFn sees each credit as it is returned; the fused
+    completion on the same pipeline is measured beside it."""
+    _, runner = _engine(request, "flink")
+    input_dir = curator_helpers.write_corpus(tmp_path / "in", FILES)
+    reference = _reference(tmp_path, input_dir)
+    runner = {**runner, **pool.settings()}
+    (tmp_path / "fused").mkdir()
+    fused = _mark_times(tmp_path / "fused", _driver(tmp_path / "fused", input_dir, runner, "log", "--streaming"))
+    times, end = _mark_times(tmp_path, _driver(tmp_path, input_dir, runner, "first.log", *STREAMING_STATEFUL))
+    _check_marks_as_partitions_finish(*fused, "flink streaming, fused")
+    _check_marks_as_partitions_finish(times, end, "flink streaming, stateful")
+    assert curator_helpers.output_rows(tmp_path / "out") == curator_helpers.output_rows(reference)
+    assert open_store(str(tmp_path / "ckpt")).snapshot().outputs == open_store(str(tmp_path / "fused" / "ckpt")).snapshot().outputs
 
 
 def run_marks_from_workers(checkpoint: Path) -> bool:
@@ -199,6 +229,22 @@ def test_an_interrupted_cluster_run_resumes_to_the_uninterrupted_output(
 ) -> None:
     """Cancel the job through the engine, SIGKILL its worker (TaskManager / Spark worker and its
     executors) or SIGKILL the submitting process, once some partitions are marked; then rerun."""
+    _interrupt_and_rerun(request, tmp_path, pool, engine, how)
+
+
+@pytest.mark.parametrize("how", ["kill-worker", "kill-driver"])
+def test_an_interrupted_streaming_stateful_flink_run_resumes_to_the_uninterrupted_output(
+    request: pytest.FixtureRequest, tmp_path: Path, pool: WorkerPool, how: str,
+) -> None:
+    """The same interruptions of a run on Flink in streaming mode with stateful completion."""
+    _interrupt_and_rerun(request, tmp_path, pool, "flink", how, *STREAMING_STATEFUL)
+
+
+def _interrupt_and_rerun(
+    request: pytest.FixtureRequest, tmp_path: Path, pool: WorkerPool, engine: str, how: str, *extra: str,
+) -> None:
+    """Interrupt the driver's run with ``extra`` flags as ``how`` says once a partition is marked, rerun it
+    (``_rerun_and_compare``)."""
     cluster, runner = _engine(request, engine)
     runner = {**runner, **pool.settings()}
     input_dir = curator_helpers.write_corpus(tmp_path / "in", FILES)
@@ -206,7 +252,7 @@ def test_an_interrupted_cluster_run_resumes_to_the_uninterrupted_output(
     every = {curator_helpers.source_id([file]) for file in input_dir.glob("*.jsonl")}
     console = tmp_path / "first.out"
     with console.open("w") as sink:
-        first = subprocess.Popen(_driver(tmp_path, input_dir, runner, "first.log"), stdout=sink,
+        first = subprocess.Popen(_driver(tmp_path, input_dir, runner, "first.log", *extra), stdout=sink,
                                  stderr=subprocess.STDOUT, env=_environment(), start_new_session=True)
         try:
             deadline = time.monotonic() + 240
@@ -238,7 +284,7 @@ def test_an_interrupted_cluster_run_resumes_to_the_uninterrupted_output(
     if how != "kill-worker":
         assert open_store(str(tmp_path / "ckpt")).completed() < every or how == "kill-driver", \
             "every partition was marked before the interruption took effect"
-    _rerun_and_compare(tmp_path, input_dir, runner, reference)
+    _rerun_and_compare(tmp_path, input_dir, runner, reference, *extra)
 
 
 @pytest.mark.parametrize("engine", ["flink", "spark"])

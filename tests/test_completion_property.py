@@ -6,7 +6,9 @@ Hypothesis builds random stage graphs (fan-outs, filters, failures, empty
 lists, pass-throughs, batches with M inputs and K outputs), runs them through
 ``lineage.derive``/``derive_batch`` from real sources, and keeps its own
 record of which sources each task descends from. That record is the oracle
-the ledgers are checked against at every prefix of the delivery order.
+the ledgers are checked against at every prefix of the delivery order, and
+the stateful completion's keyed state (``tally``) against the fused one's
+ledger.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from hypothesis import strategies as st
 from beam_curator.checkpoint import CreditLedger, union_complete
 from beam_curator.stages.lineage import StepOutcome, derive, derive_batch, derive_sources
 from beam_curator.tasks import EmptyTask, FailedTask, NoneTask, Task
+from beam_curator.transforms.stateful_completion import Returned, tally
 
 # What a stage does with one task. Lists of filters only are left out here:
 # see test_lineage.test_a_fan_out_of_only_filters_is_a_filter.
@@ -187,6 +190,30 @@ def test_writers_split_the_events_and_their_union_is_exact(data: st.DataObject, 
             for task_id, share in ledger.partial(source).items()
         ]
         assert union_complete(done, partials) == sim.expected_complete(delivered)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_stateful_completion_marks_exactly_what_the_fused_one_marks(data: st.DataObject) -> None:
+    """Each terminal task's credits become one element per source, delivered in any order and
+    repeated; per key, ``CompleteByState`` keeps what ``tally`` keeps and marks when it says so."""
+    sim = data.draw(simulations())
+    fused = CreditLedger()
+    held: dict[str, list[Returned]] = {}
+    marked: list[str] = []
+    for task in data.draw(deliveries(sim.terminal)):
+        fused.add(task.task_id, task._credits)
+        for source, share in data.draw(st.permutations(list(task._credits.items()))):
+            if source in marked:
+                continue
+            kept, complete = tally(held.get(source, []), (task.task_id, share, None))
+            if complete:
+                marked.append(source)
+                held.pop(source, None)
+            elif kept:
+                held.setdefault(source, []).append((task.task_id, share, None))
+        assert set(marked) == fused.complete
+    assert sorted(marked) == sorted(set(sim.sources) - sim.doomed), "each source is marked once"
 
 
 def test_batch_with_k_outputs_completes_all_its_sources_together() -> None:

@@ -47,14 +47,14 @@ class AfterComplete(beam.PTransform):
 
     def __init__(self, chain: CuratorStages, name: str) -> None:
         super().__init__()
-        if chain.store is None or chain.output is None or chain.pending_keys is None:
+        if chain.store is None or chain.ended is None or chain.pending_keys is None:
             raise PipelineDefinitionError(f"{name}: a chain must be applied, with a checkpoint, before a stage may wait for it")
         self.chain = chain
         self.name = name
 
     def expand(self, start):
-        # A side input is ready only once all of its PCollection is: the chain's output, each task as None.
-        ended = self.chain.output | "Ended" >> beam.Map(lambda _: None)
+        # A side input is ready only once all of its PCollection is: the chain's output (and marks), each as None.
+        ended = self.chain.ended | "Ended" >> beam.Map(lambda _: None)
         return start | "Start" >> beam.Create([None]) | "RootIfComplete" >> beam.FlatMap(
             _root_if_complete, beam.pvalue.AsList(self.chain.pending_keys), beam.pvalue.AsIter(ended),
             self.chain.store, self.name,

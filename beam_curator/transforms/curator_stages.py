@@ -19,7 +19,15 @@ from beam_curator.stages.base import flatten_stages
 from beam_curator.stages.lineage import source_key
 from beam_curator.tasks import EmptyTask, Task
 from beam_curator.transforms.resources import resource_hints
-from beam_curator.transforms.stage_dofns import BatchStageDoFn, SourceDoFn, SourceListing, StageDoFn, list_sources
+from beam_curator.transforms.stage_dofns import (
+    CREDITS,
+    BatchStageDoFn,
+    SourceDoFn,
+    SourceListing,
+    StageDoFn,
+    list_sources,
+)
+from beam_curator.transforms.stateful_completion import CREDIT_TYPE, CompleteByState, check_completion
 from beam_curator.transforms.transform_stage import TransformStage, apply_transform_stage
 
 logger = logging.getLogger(__name__)
@@ -68,6 +76,12 @@ class CuratorStages(beam.PTransform):
     otherwise keep every partition in the root's one bundle). The listing
     is then kept in ``listing``: what was pending and skipped, for runners
     that report no metrics.
+
+    ``completion`` is where partitions are marked: ``"fused"`` inside the
+    sink's and the filters' DoFns, ``"stateful"`` in a keyed stateful DoFn
+    after them (:mod:`beam_curator.transforms.stateful_completion`).
+    ``ended`` is what a chain that follows must wait for: the output, and
+    under stateful completion the marks too.
     """
 
     def __init__(
@@ -80,8 +94,10 @@ class CuratorStages(beam.PTransform):
         label_prefix: str = "",
         progress_folder: str | None = None,
         list_in_driver: bool = False,
+        completion: str = "fused",
     ) -> None:
         super().__init__()
+        self.completion = check_completion(completion)
         self.stages = flatten_stages(list(stages))
         self.source, self.sink = locate_source_and_sink(self.stages)
         if list_in_driver and self.source != 0:
@@ -96,6 +112,7 @@ class CuratorStages(beam.PTransform):
         self.progress_folder = progress_folder
         self.pending_keys: beam.PCollection | None = None
         self.output: beam.PCollection | None = None
+        self.ended: beam.PCollection | None = None
 
     def _checked_snapshot(self) -> tuple[set[str], dict[str, dict]]:
         """Complete partitions whose recorded outputs are all still there, and
@@ -126,6 +143,8 @@ class CuratorStages(beam.PTransform):
             pcoll = pcoll | f"{self.label_prefix}00-{self.stages[0].stage_name}" >> beam.Create(self.listing.pending)
         elif isinstance(pcoll, PBegin):
             pcoll = pcoll | f"{self.label_prefix}Root" >> beam.Create([EmptyTask()])
+        stateful = self.store is not None and self.completion == "stateful"
+        credits: list[beam.PCollection] = []
         for index, stage in enumerate(self.stages):
             label = f"{self.label_prefix}{index:02d}-{stage.stage_name}"
             if index == self.source:
@@ -147,9 +166,24 @@ class CuratorStages(beam.PTransform):
                 pcoll = pcoll | f"{label}-Batch" >> beam.BatchElements(
                     min_batch_size=1, max_batch_size=stage.batch_size
                 )
-                dofn = BatchStageDoFn(stage, tracked, index == self.sink, self.progress_folder)
+                dofn = BatchStageDoFn(stage, tracked, index == self.sink, self.progress_folder, stateful)
             else:
-                dofn = StageDoFn(stage, tracked, index == self.sink, self.progress_folder)
-            pcoll = pcoll | label >> beam.ParDo(dofn).with_resource_hints(**resource_hints(stage))
-        self.output = pcoll
+                dofn = StageDoFn(stage, tracked, index == self.sink, self.progress_folder, stateful)
+            step = beam.ParDo(dofn).with_resource_hints(**resource_hints(stage))
+            if stateful and tracked is not None:
+                results = pcoll | label >> step.with_outputs(CREDITS, main="tasks")
+                pcoll = results.tasks
+                credits.append(results[CREDITS])
+            else:
+                pcoll = pcoll | label >> step
+        self.output = self.ended = pcoll
+        if stateful and credits:
+            marked = (
+                credits
+                | f"{self.label_prefix}{len(self.stages):02d}-Credits" >> beam.Flatten().with_output_types(CREDIT_TYPE)
+                | f"{self.label_prefix}{len(self.stages):02d}-Complete" >> beam.ParDo(
+                    CompleteByState(self.store, self.progress_folder)
+                )
+            )
+            self.ended = (pcoll, marked) | f"{self.label_prefix}Ended" >> beam.Flatten()
         return pcoll

@@ -1,22 +1,28 @@
 """Beam DoFns that run stages and report terminal tasks to the checkpoint.
 
-The completion step lives inside the DoFns (filters where they happen, sink
-writes right after the sink has made its output durable), so it is fused
-with the work and marks partitions as they finish. A GroupByKey downstream
-of the sink would only run once all upstream work is done, marking nothing
-until the end of a batch run.
+With ``completion="fused"`` (the default) the completion step lives inside
+the DoFns (filters where they happen, sink writes right after the sink has
+made its output durable), so it is fused with the work and marks partitions
+as they finish. A GroupByKey downstream of the sink would only run once all
+upstream work is done, marking nothing until the end of a batch run. With
+``completion="stateful"`` the same DoFns emit each terminal task's credits on
+the ``CREDITS`` output instead, for
+:class:`~beam_curator.transforms.stateful_completion.CompleteByState`.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Iterable, Iterator, List, Mapping
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
+from apache_beam.pvalue import TaggedOutput
 
 from beam_curator.checkpoint import CheckpointStore
+from beam_curator.checkpoint.store import OutputRecord
 from beam_curator.runners.gpu import pin_worker_gpu
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.lineage import StepOutcome, derive, derive_batch, derive_sources, source_key
@@ -26,34 +32,23 @@ from beam_curator.transforms.progress import ProgressRecorder
 
 logger = logging.getLogger(__name__)
 NAMESPACE = "beam_curator"
+CREDITS = "credits"  # the tagged output of terminal tasks' credits under stateful completion
 
 
-class _StageDoFn(beam.DoFn):
-    """Shared life cycle: stage set-up, counters, terminal-task reporting."""
+class Recording(beam.DoFn):
+    """What every DoFn that returns credits to the checkpoint shares: the
+    store's writer flushed at bundle ends, the progress recorder, and the
+    ``partitions_completed`` counter the run's summary reads."""
 
-    def __init__(
-        self, stage: ProcessingStage, store: CheckpointStore | None = None, is_sink: bool = False,
-        progress_folder: str | None = None,
-    ) -> None:
-        self.stage = stage
+    def __init__(self, store: CheckpointStore | None = None, progress_folder: str | None = None) -> None:
         self.store = store
-        self.is_sink = is_sink
         self.progress_folder = progress_folder
         self.progress: ProgressRecorder | None = None
-        name = stage.stage_name
-        self.filtered = Metrics.counter(NAMESPACE, f"{name}.filtered")
-        self.failed = Metrics.counter(NAMESPACE, f"{name}.failed")
-        self.emitted = Metrics.counter(NAMESPACE, f"{name}.emitted")
-        self.items_in = Metrics.counter(NAMESPACE, f"{name}.items_in")
-        self.items_out = Metrics.counter(NAMESPACE, f"{name}.items_out")
         self.completed = Metrics.counter(NAMESPACE, "partitions_completed")
 
     def setup(self) -> None:
-        if Resources.of(self.stage.resources).requires_gpu:
-            pin_worker_gpu()
         if self.progress_folder:
             self.progress = ProgressRecorder.for_folder(self.progress_folder)
-        self.stage.setup()
 
     def finish_bundle(self) -> None:
         if self.store is not None:
@@ -63,21 +58,57 @@ class _StageDoFn(beam.DoFn):
 
     def teardown(self) -> None:
         self.finish_bundle()
-        if self.progress is not None:
-            self.progress.write(force=True)
-        self.stage.teardown()
 
-    def _terminal(self, task: Task, written: list | None = None) -> None:
-        if self.store is None or not task._credits:
-            return
-        for source in self.store.record(task.task_id, task._credits, written):
+    def _record(
+        self, task_id: str, credits: Mapping[str, Fraction], written: list[OutputRecord] | None, inputs: list | None,
+    ) -> None:
+        """Return a terminal task's credits to the store, counting the partitions that completes."""
+        for source in self.store.record(task_id, credits, written):
             self.completed.inc()
             if self.progress is not None:
                 self.progress.partition("completed")
-            inputs = task._metadata.get("source_files")
             logger.debug("partition %s complete%s", source, f" ({', '.join(inputs)})" if inputs else "")
 
-    def _emit(self, outcome: StepOutcome, inputs: list[Task]) -> Iterator[Task]:
+
+class _StageDoFn(Recording):
+    """Shared life cycle: stage set-up, counters, terminal-task reporting
+    (``stateful``: as elements on the ``CREDITS`` output)."""
+
+    def __init__(
+        self, stage: ProcessingStage, store: CheckpointStore | None = None, is_sink: bool = False,
+        progress_folder: str | None = None, stateful: bool = False,
+    ) -> None:
+        super().__init__(store, progress_folder)
+        self.stage = stage
+        self.is_sink = is_sink
+        self.stateful = stateful
+        name = stage.stage_name
+        self.filtered = Metrics.counter(NAMESPACE, f"{name}.filtered")
+        self.failed = Metrics.counter(NAMESPACE, f"{name}.failed")
+        self.emitted = Metrics.counter(NAMESPACE, f"{name}.emitted")
+        self.items_in = Metrics.counter(NAMESPACE, f"{name}.items_in")
+        self.items_out = Metrics.counter(NAMESPACE, f"{name}.items_out")
+
+    def setup(self) -> None:
+        if Resources.of(self.stage.resources).requires_gpu:
+            pin_worker_gpu()
+        super().setup()
+        self.stage.setup()
+
+    def teardown(self) -> None:
+        super().teardown()
+        self.stage.teardown()
+
+    def _terminal(self, task: Task, written: list | None = None) -> Iterator[TaggedOutput]:
+        if self.store is None or not task._credits:
+            return
+        if not self.stateful:
+            self._record(task.task_id, task._credits, written, task._metadata.get("source_files"))
+            return
+        for source, share in task._credits.items():
+            yield TaggedOutput(CREDITS, (source, (task.task_id, share, written)))
+
+    def _emit(self, outcome: StepOutcome, inputs: list[Task]) -> Iterator[Task | TaggedOutput]:
         items_in, items_out = sum(task.num_items for task in inputs), sum(task.num_items for task in outcome.outputs)
         self.items_in.inc(items_in)
         self.items_out.inc(items_out)
@@ -87,10 +118,10 @@ class _StageDoFn(beam.DoFn):
         if self.progress is not None:
             self.progress.stage(self.stage.stage_name, len(inputs), items_in, items_out)
         for task in outcome.filtered:
-            self._terminal(task)
+            yield from self._terminal(task)
         for task in outcome.outputs:
             if self.is_sink:
-                self._terminal(task, task._metadata.get("written"))
+                yield from self._terminal(task, task._metadata.get("written"))
                 task._credits = {}  # stages after the sink must not return it again
             yield task
 

@@ -2,6 +2,7 @@
 
     python resume_pipeline.py INPUT OUTPUT CHECKPOINT --log CALLS --delay SECONDS [--dask-address tcp://HOST:PORT]
         [--runner NAME --settings JSON] [--fail-once-dir DIR] [--shard INDEX/COUNT]
+        [--completion fused|stateful] [--streaming]
 
 Rerunning the same command resumes: complete partitions are skipped. The
 last line printed is the run summary as JSON.
@@ -28,6 +29,8 @@ def main() -> None:
     parser.add_argument("--settings", default="{}", help="the runner's settings, as a JSON object")
     parser.add_argument("--fail-once-dir", help="each partition's first attempt raises (FailOnce)")
     parser.add_argument("--shard", help="only this shard of the partitions: INDEX/COUNT, slurm or slurm/COUNT")
+    parser.add_argument("--completion", default="fused", help="where partitions are marked: fused or stateful")
+    parser.add_argument("--streaming", action="store_true", help="run in streaming mode (Beam's --streaming)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     runner = {"runner": args.runner, **json.loads(args.settings)}
@@ -36,7 +39,8 @@ def main() -> None:
     pipeline = resume_pipeline(args.input, args.output, args.log, args.delay, args.shard)
     if args.fail_once_dir:
         pipeline.stages.insert(1, FailOnce(args.fail_once_dir))
-    summary = pipeline.run(checkpoint_path=args.checkpoint, **runner)
+    summary = pipeline.run(checkpoint_path=args.checkpoint, completion=args.completion,
+                           beam_args=["--streaming"] if args.streaming else None, **runner)
     print(json.dumps({
         "pending": summary.partitions_pending,
         "skipped": summary.partitions_skipped,

@@ -21,6 +21,7 @@ from beam_curator.errors import CuratorError, CuratorSettingsError
 from beam_curator.pipeline import Pipeline
 from beam_curator.runners.options import SETTINGS, runner_args
 from beam_curator.stages.arguments import refuse_unknown
+from beam_curator.transforms.stateful_completion import check_completion
 
 # The runner presets' settings, and the options of ``Pipeline.run`` itself (progress, worker start-up).
 RUNNER_SETTINGS = frozenset().union(*SETTINGS.values(), [
@@ -61,6 +62,7 @@ def check_runner_settings(workflow: object, runner: str | None, settings: dict[s
     parameters = inspect.signature(type(workflow).__init__).parameters.values()
     named = [p.name for p in parameters if p.name != "self" and p.kind is not inspect.Parameter.VAR_KEYWORD]
     refuse_unknown(settings, [*named, *RUNNER_SETTINGS], type(workflow).__name__)
+    check_completion(settings.get("completion", "fused"), runner)  # type: ignore[arg-type]
     if runner:
         pipeline_options = RUNNER_SETTINGS - frozenset().union(*SETTINGS.values())
         # The settings alone: whether the cluster answers is checked when the run starts.
