@@ -23,7 +23,7 @@ import numpy as np
 
 MERSENNE_61 = np.uint64((1 << 61) - 1)
 _SEED_PRIMES = {32: (1 << 31) - 1, 64: (1 << 61) - 1}
-NGRAMS_PER_BLOCK = 8192  # rows of the (n-grams x permutations) block held at once
+NGRAMS_PER_BLOCK = 512  # rows of the (n-grams x permutations) block: small enough to stay in cache
 
 
 def permutation_seeds(num_hashes: int, seed: int, bit_width: int = 32) -> np.ndarray:
@@ -147,11 +147,19 @@ def signatures(texts: list[str], seeds: np.ndarray, width: int, hash_seed: int |
     cut = np.uint64(np.iinfo(out_type).max)
     result = np.full((len(texts), len(seeds)), np.iinfo(out_type).max, out_type)
     result[np.bincount(document, minlength=len(texts)) == 0] = 0  # empty texts
+    block = np.empty((NGRAMS_PER_BLOCK, len(seeds)), np.uint64)
+    carry = np.empty_like(block)
     for low in range(0, len(hashes), NGRAMS_PER_BLOCK):
         rows = slice(low, low + NGRAMS_PER_BLOCK)
-        mixed = hashes[rows, None].astype(np.uint64) * a + b  # wraps modulo 2^64, as the C++ does for 64-bit
-        mixed = (mixed & MERSENNE_61) + (mixed >> np.uint64(61))  # x mod (2^61 - 1), then one correction
-        mixed = np.where(mixed >= MERSENNE_61, mixed - MERSENNE_61, mixed) & cut
+        size = len(hashes[rows])
+        mixed, high = block[:size], carry[:size]
+        np.multiply(hashes[rows, None].astype(np.uint64), a, out=mixed)  # wraps modulo 2^64, as the C++ does for 64-bit
+        mixed += b
+        np.right_shift(mixed, np.uint64(61), out=high)  # x mod (2^61 - 1) = (x & p) + (x >> 61), less p once if over
+        mixed &= MERSENNE_61
+        mixed += high
+        np.subtract(mixed, MERSENNE_61, out=mixed, where=mixed >= MERSENNE_61)
+        mixed &= cut
         owners = document[rows]
         segment = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
         docs = owners[segment]
