@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from scipy import sparse
 
-from beam_curator.dedup.fuzzy.lsh import band_keys, buckets, component_labels, detection_probability, path_edges, removal_ids
+from beam_curator.dedup.fuzzy.lsh import band_keys, buckets, component_groups, detection_probability, path_edges
 from beam_curator.dedup.fuzzy.minhash import (
     NGRAMS_PER_BLOCK,
     murmur3_32,
@@ -68,8 +68,8 @@ def test_buckets_edges_and_components() -> None:
     assert len(found) == 2 and ids.to_pylist() == [11, 13, 12, 13] and offsets.tolist() == [0, 2, 4]
     x, y = path_edges(pa.array([1, 2, 3, 7, 8]), np.array([0, 3, 5]))
     assert list(zip(x.to_pylist(), y.to_pylist())) == [(1, 2), (2, 3), (7, 8)]
-    vertices, labels = component_labels(pa.array(["b", "d", "e"]), pa.array(["a", "c", "d"]))
-    assert removal_ids(vertices, labels).to_pylist() == ["b", "d", "e"]  # the least of each group stays
+    vertices, groups = component_groups(pa.array(["b", "d", "e"]), pa.array(["a", "c", "d"]))
+    assert vertices.to_pylist() == ["a", "b", "c", "d", "e"] and groups.to_pylist() == ["a", "a", "c", "c", "c"]
 
 
 def planted_pairs(count: int, length: int, max_edits: int, seed: int) -> tuple[list[str], list[str]]:

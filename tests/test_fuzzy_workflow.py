@@ -218,3 +218,35 @@ def test_local_multiprocess_and_dask_list_the_same_ids(tmp_path: Path, worker_py
     fuzzy(tmp_path, "processes", runner="local-multiprocess", num_workers=2)
     fuzzy(tmp_path, "dask", runner="dask", dask_address=dask_cluster.scheduler_address)
     assert removed(tmp_path / "local") == removed(tmp_path / "processes") == removed(tmp_path / "dask") == expected(texts)
+
+
+def test_star_rounds_on_beam_find_the_components_the_in_memory_path_finds(tmp_path: Path, monkeypatch) -> None:
+    """Forced past the in-memory bound, with buckets of a few rows: the same
+    groups and ids; a run failing in a round resumes from that round, and a
+    rerun reuses every round."""
+    from beam_curator.workflows.fuzzy import workflow
+
+    texts = write_corpus(tmp_path / "input", files=3, per_file=12)
+    fuzzy(tmp_path, "memory")
+    monkeypatch.setattr(workflow, "IN_MEMORY_EDGES", 0)
+    monkeypatch.setattr(workflow, "RECORDS_PER_PARTITION", 100)
+    step = workflow.StarRoundStage.process
+
+    def failing_in_round_2(stage, task):
+        if stage.previous.endswith("round_1"):
+            raise RuntimeError("killed in round 2")
+        return step(stage, task)
+
+    monkeypatch.setattr(workflow.StarRoundStage, "process", failing_in_round_2)
+    with pytest.raises(Exception, match="star-round-2"):
+        fuzzy(tmp_path, "rounds")
+    monkeypatch.setattr(workflow.StarRoundStage, "process", step)
+    metadata = fuzzy(tmp_path, "rounds")  # resumes: rounds 0 and 1 are done
+    rounds = [phase for phase in metadata["phases_run"] if phase.startswith("star-round-")]
+    print(f"star rounds run after the failure: {rounds}")
+    assert rounds[0] == "star-round-2" and metadata["phases_run"][0] == "star-round-2"
+    assert removed(tmp_path / "rounds") == removed(tmp_path / "memory") == expected(texts)
+    groups = [pd.read_parquet(tmp_path / name / "ConnectedComponentsStage").sort_values("doc_id").reset_index(drop=True)
+              for name in ("memory", "rounds")]
+    assert groups[0].equals(groups[1]) and len(list((tmp_path / "rounds" / "ConnectedComponentsStage").iterdir())) > 1
+    assert fuzzy(tmp_path, "rounds")["phases_run"] == []

@@ -10,12 +10,14 @@ lays out its cache:
    partition), the buckets of two or more documents into
    ``<cache>/LSHStage/band_<i>-band_<j>/part.<p>.parquet``;
 3. ``edges``: one task per bucket file, into ``<cache>/BucketsToEdgesStage/``;
-4. ``connected_components``: ``<cache>/ConnectedComponentsStage/part.0.parquet``
-   (id, ``_duplicate_group_id``), in memory: two int64 per edge and per
-   document on an edge; above ``IN_MEMORY_EDGES`` edges the run stops with an
-   error rather than exhaust memory (distributed label propagation is not done yet);
-5. ``identification``: every document of a group but the least id into
-   ``<output>/FuzzyDuplicateIds/part.0.parquet``, and with generated ids
+4. ``connected_components``: ``<cache>/ConnectedComponentsStage/part.<n>.parquet``
+   (id, ``_duplicate_group_id``: the least id of its component), in memory
+   (scipy) up to ``IN_MEMORY_EDGES`` edges; above, by rounds of large-star
+   and small-star steps, each a Beam pipeline over the edges bucketed by id
+   (``<cache>/fuzzy/star_rounds/round_<r>/``) and a phase of its own
+   (``star-round-<r>``), until a round finds the graph settled into stars;
+5. ``identification``: per components file, every id but its group's least into
+   ``<output>/FuzzyDuplicateIds/part.<n>.parquet``, and with generated ids
    ``<output>/fuzzy_id_generator.json``;
 6. ``removal`` (``perform_removal=True``): the input minus those ids, into
    ``<output>/deduplicated/``, by ``TextDuplicatesRemovalWorkflow``.
@@ -30,17 +32,29 @@ import logging
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from beam_curator.dedup.fuzzy.lsh import component_labels, removal_ids
+from beam_curator.dedup.fuzzy.lsh import component_groups
 from beam_curator.dedup.fuzzy.minhash import permutation_seeds
 from beam_curator.errors import CuratorError
 from beam_curator.writing import write_atomically
 from beam_curator.workflows.exact.id_generator import write_id_generator
-from beam_curator.workflows.fuzzy.stages import GROUP_FIELD, BucketEdgesStage, LSHBucketsStage, MinHashStage
+from beam_curator.workflows.fuzzy.stages import (
+    GROUP_FIELD,
+    SETTLED,
+    BucketEdgesStage,
+    LaterMembersStage,
+    LSHBucketsStage,
+    MinHashStage,
+    RoundWriter,
+    ScatterEdgesStage,
+    StarLabelsStage,
+    StarRoundStage,
+)
 from beam_curator.workflows.per_file import PerFileDeduplication
 from beam_curator.workflows.semantic.id_check import BucketWriter, ListIdBucketsStage
-from beam_curator.workflows.semantic.layout import parquet_metadata, read_parquet
+from beam_curator.workflows.semantic.layout import parquet_files, parquet_metadata, read_parquet
 from beam_curator.workflows.semantic.parameters import check_runner_settings, settings_checked
 from beam_curator.workflows.semantic.phases import digest, files_below
 from beam_curator.workflows.semantic.workflow import WorkflowResult
@@ -51,8 +65,10 @@ DUPLICATES_FOLDER = "FuzzyDuplicateIds"  # NeMo Curator's names
 ID_GENERATOR_FILENAME = "fuzzy_id_generator.json"
 # (key, id) records an LSH task holds (about 400 MB at NeMo's 13 minhashes per band).
 RECORDS_PER_PARTITION = 1 << 23
-# Edges the connected components phase holds in memory (about 1.5 GB with its vertices).
+# Edges the connected components phase holds in memory (about 16 bytes per edge and per id: under 2 GB);
+# larger graphs go by star rounds on Beam, whose tasks hold RECORDS_PER_PARTITION rows each.
 IN_MEMORY_EDGES = 50_000_000
+MAX_STAR_ROUNDS = 200
 PHASES = ("minhash", "lsh", "edges", "connected_components", "identification", "removal")
 
 
@@ -195,37 +211,69 @@ class FuzzyDeduplicationWorkflow(PerFileDeduplication):
         return self.book.run_afresh("edges", key, stages, f"{self.cache_path}/checkpoints/edges", [self.edges], counted)
 
     def _connected_components(self, edges: dict[str, Any]) -> dict[str, Any]:
+        """In memory up to ``IN_MEMORY_EDGES`` edges, else by star rounds on Beam."""
         if edges["edges"] > IN_MEMORY_EDGES:
-            raise CuratorError(
-                f"{edges['edges']} edges: more than the {IN_MEMORY_EDGES} the in-memory connected components "
-                "phase holds; raise num_bands' selectivity (more minhashes_per_band) or split the input"
-            )
+            return self._star_rounds(edges)
 
         def components() -> dict[str, Any]:
-            tables = [read_parquet(url) for url in files_below(self.edges)]
-            table = pa.concat_tables(tables)
-            vertices, labels = component_labels(table.column(0).combine_chunks(), table.column(1).combine_chunks())
-            found = pa.table({self.id_column: vertices, GROUP_FIELD: pa.array(labels.astype("int64"))})
+            table = pa.concat_tables([read_parquet(url) for url in files_below(self.edges)])
+            vertices, groups = component_groups(table.column(0).combine_chunks(), table.column(1).combine_chunks())
+            found = pa.table({self.id_column: vertices, GROUP_FIELD: groups})
             write_atomically(f"{self.components}/part.0.parquet", lambda handle: pq.write_table(found, handle))
-            logger.info("connected components: %d documents in %d groups", len(vertices), int(labels.max()) + 1)
-            return {"fingerprint": edges["fingerprint"]}
+            logger.info("connected components (in memory): %d documents on an edge", len(vertices))
+            return {"fingerprint": edges["fingerprint"], "parts": 1}
 
-        return self.book.run_afresh("connected_components", edges["fingerprint"], [], None, [self.components], components)
+        return self.book.run_afresh("connected_components", edges["fingerprint"], [], None, [self.components],
+                                    components)
+
+    def _star_rounds(self, edges: dict[str, Any]) -> dict[str, Any]:
+        """Large-star and small-star steps in turn (``dedup/fuzzy/components.py``),
+        each round a Beam pipeline of one task per id bucket and a phase of its
+        own in the book, until a round finds its input settled into stars."""
+        parts = max(1, -(-2 * edges["edges"] // RECORDS_PER_PARTITION))
+        key = digest([edges["fingerprint"], parts])
+        if self.book.is_done("connected_components", key):
+            return dict(self.book.details("connected_components")["results"])
+        rounds = f"{self.cache_path}/fuzzy/star_rounds"
+        files = files_below(self.edges)
+        previous = self._round(0, key, [ListIdBucketsStage(len(files)), ScatterEdgesStage(files, parts)], rounds)
+        for number in range(1, MAX_STAR_ROUNDS + 1):
+            current = self._round(number, key, [
+                ListIdBucketsStage(parts), StarRoundStage(previous, number % 2 == 1, parts)], rounds)
+            if all(pc.all(read_parquet(url, [SETTLED])[SETTLED]).as_py() is not False for url in parquet_files(current)):
+                logger.info("connected components: settled after %d star rounds", number)
+                break
+            previous = current
+        else:
+            raise CuratorError(f"connected components did not settle in {MAX_STAR_ROUNDS} star rounds")
+        checkpoint = f"{self.cache_path}/checkpoints/connected_components"
+        self.book.run_afresh("connected_components", key, [
+            ListIdBucketsStage(parts), StarLabelsStage(previous, self.id_column),
+            BucketWriter(self.components, "part.{bucket}")], checkpoint, [self.components],
+            lambda: {"fingerprint": key, "parts": parts})
+        return dict(self.book.details("connected_components")["results"])
+
+    def _round(self, number: int, key: str, stages: list, rounds: str) -> str:
+        """One star round (0: the edges scattered to their keys' buckets), resumable on its own."""
+        folder = f"{rounds}/round_{number}"
+        self.book.run_afresh(f"star-round-{number}", digest([key, number]), [*stages, RoundWriter(folder, "part.{bucket}")],
+                             f"{self.cache_path}/checkpoints/star_rounds/{number}", [folder], dict)
+        return folder
 
     def _identify(self, components: dict[str, Any]) -> dict[str, Any]:
+        """Per components file, every id but its group's least."""
         def identified() -> dict[str, Any]:
-            table = read_parquet(f"{self.components}/part.0.parquet")
-            removed = removal_ids(table.column(0).combine_chunks(), table.column(GROUP_FIELD).to_numpy())
-            self._write_ids(pa.table({self.id_column: removed}))
             if self.id_generator:
                 write_id_generator(self.minhashes, self.id_generator)
-            logger.info("identified %d fuzzy duplicates", len(removed))
-            return {"num_duplicates": len(removed), "duplicates_path": self.duplicates,
-                    "id_generator_path": self.id_generator}
+            count = sum(parquet_metadata(url).num_rows for url in parquet_files(self.duplicates))
+            logger.info("identified %d fuzzy duplicates", count)
+            return {"num_duplicates": count, "duplicates_path": self.duplicates, "id_generator_path": self.id_generator}
 
-        key = digest([components["fingerprint"], self.id_generator])
-        return self.book.run_afresh("identification", key, [], None, [self.duplicates, *filter(None, [self.id_generator])],
-                                    identified)
+        key = digest([components["fingerprint"], components["parts"], self.id_generator])
+        stages = [ListIdBucketsStage(components["parts"]), LaterMembersStage(self.components, self.id_column),
+                  BucketWriter(self.duplicates, "part.{bucket}")]
+        return self.book.run_afresh("identification", key, stages, f"{self.cache_path}/checkpoints/identification",
+                                    [self.duplicates, *filter(None, [self.id_generator])], identified)
 
     def _write_ids(self, table: pa.Table) -> None:
         write_atomically(f"{self.duplicates}/part.0.parquet", lambda handle: pq.write_table(table, handle))
