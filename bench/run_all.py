@@ -24,6 +24,7 @@ BENCH = Path(__file__).resolve().parent
 SCRIPTS = (
     "bench_pairwise.py",
     "bench_kmeans.py",
+    "bench_minhash.py",
     "bench_scale.py",
     "bench_checkpoint.py",
     "bench_in_order.py",

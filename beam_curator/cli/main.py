@@ -26,6 +26,7 @@ examples:
   beam-curator semdedup --input data/ --output results/ --cache cache/      # no --eps: eps table only
   beam-curator semdedup ... --runner flink --flink-master host:8081 -- --parallelism=64
   beam-curator exact --input data/ --output results/ --id-field doc_id
+  beam-curator fuzzy --input data/ --output results/ --id-field doc_id
   beam-curator checkpoint status cache/checkpoints/embedding
   beam-curator checkpoint shards ckpt/ --count 4 --input data/   # a job array's progress; exit 1 until complete
 
@@ -262,12 +263,18 @@ def _exact(args: argparse.Namespace, beam_args: list[str]) -> int:
 
 def exact_summary(metadata: dict[str, Any]) -> str:
     """Documents in, exact duplicates found, removed and kept, time per phase, where the results are."""
-    lines, row = _summary_start("exact deduplication summary", metadata)
-    row("duplicates", f"{metadata.get('num_duplicates')} (every copy but the first of each text)")
+    return _duplicates_summary("exact deduplication summary", metadata, "every copy but the first of each text",
+                               ("hashing", "identification", "removal"))
+
+
+def _duplicates_summary(title: str, metadata: dict[str, Any], rule: str, phases: tuple[str, ...]) -> str:
+    """Documents in, duplicates found (by ``rule``), removed and kept, time per phase, where the results are."""
+    lines, row = _summary_start(title, metadata)
+    row("duplicates", f"{metadata.get('num_duplicates')} ({rule})")
     row("removed", metadata.get("num_duplicates_removed") if metadata.get("final_output_path") else "nothing (--no-removal)")
     if metadata.get("final_output_path"):
         row("kept", metadata.get("num_documents_kept"))
-    row("time (s)", _times(metadata, ("hashing", "identification", "removal")))
+    row("time (s)", _times(metadata, phases))
     if metadata.get("final_output_path"):
         row("clean data", metadata["final_output_path"])
     row("duplicate ids", metadata.get("duplicates_path"))
@@ -290,6 +297,52 @@ def _add_exact(commands: argparse._SubParsersAction) -> None:
     exact.add_argument("--no-removal", action="store_true", help="identify duplicates but do not write the clean data")
     _add_runner_flags(exact)
     exact.set_defaults(handler=_exact)
+
+
+def _fuzzy(args: argparse.Namespace, beam_args: list[str]) -> int:
+    from beam_curator.workflows import FuzzyDeduplicationWorkflow
+    from beam_curator.workflows.fuzzy.workflow import PHASES
+
+    workflow = FuzzyDeduplicationWorkflow(
+        cache_path=args.cache or args.output, output_path=args.output, input_path=args.input,
+        input_filetype=args.input_filetype, input_blocksize=None, text_field=args.text_field, id_field=args.id_field,
+        on_bad_record=args.on_bad_record, files_per_partition=args.files_per_partition,
+        perform_removal=not args.no_removal, seed=args.seed, char_ngrams=args.char_ngrams, num_bands=args.num_bands,
+        minhashes_per_band=args.minhashes_per_band, use_64_bit_hash=args.use_64_bit_hash,
+        bands_per_iteration=args.bands_per_iteration, lsh_num_output_partitions=args.lsh_num_output_partitions,
+        wait=args.wait, **_runner_settings(args, beam_args),
+    )
+    metadata = workflow.run().metadata
+    print(_duplicates_summary("fuzzy deduplication summary", metadata,
+                              "all documents of each group of near-copies but the least id", PHASES))
+    return 0
+
+
+def _add_fuzzy(commands: argparse._SubParsersAction) -> None:
+    fuzzy = commands.add_parser(
+        "fuzzy", formatter_class=_Formatter, epilog=_EXAMPLES,
+        help="fuzzy deduplication (MinHash LSH, as NeMo Curator) of JSONL or parquet text files",
+        description=textwrap.fill(
+            "MinHash every document's character n-grams, bucket the signatures by LSH bands, join documents "
+            "sharing a bucket into groups (connected components), list all of each group but one in "
+            "FuzzyDuplicateIds/, and write the input without them to deduplicated/. Every phase is checkpointed: "
+            "interrupt the run and rerun the same command to resume.", 80),
+    )
+    _add_data_flags(fuzzy, "where FuzzyDuplicateIds/, fuzzy_id_generator.json and deduplicated/ go",
+                    "where signatures, buckets, edges, components and checkpoints go (default: --output)",
+                    "to compare")
+    lsh = fuzzy.add_argument_group("minhash and LSH (NeMo Curator's defaults)")
+    lsh.add_argument("--char-ngrams", type=int, default=24, help="characters per n-gram")
+    lsh.add_argument("--num-bands", type=int, default=20, help="LSH bands")
+    lsh.add_argument("--minhashes-per-band", type=int, default=13, help="minhashes per band")
+    lsh.add_argument("--seed", type=int, default=42, help="seed of the hash permutations")
+    lsh.add_argument("--use-64-bit-hash", action="store_true", help="64-bit MurmurHash3 and minhashes")
+    lsh.add_argument("--bands-per-iteration", type=int, default=5, help="bands bucketed per LSH pass")
+    lsh.add_argument("--lsh-num-output-partitions", type=int,
+                     help="LSH partitions per pass (default: enough for a bounded task)")
+    fuzzy.add_argument("--no-removal", action="store_true", help="identify duplicates but do not write the clean data")
+    _add_runner_flags(fuzzy)
+    fuzzy.set_defaults(handler=_fuzzy)
 
 
 def _eps_table_text(csv_url: str) -> str:
@@ -407,7 +460,7 @@ def _job_server(args: argparse.Namespace, beam_args: list[str]) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="beam-curator", description="Resumable text curation on Apache Beam: semantic deduplication "
-        "(NeMo Curator's SemDeDup), exact deduplication and checkpoint tools.",
+        "(NeMo Curator's SemDeDup), exact and fuzzy deduplication and checkpoint tools.",
         epilog=_EXAMPLES, formatter_class=_Formatter, allow_abbrev=False,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_package_version()}")
@@ -415,6 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_semdedup(commands)
     _add_exact(commands)
+    _add_fuzzy(commands)
     _add_checkpoint(commands)
     _add_job_server(commands)
     for sub in commands.choices.values():

@@ -1,6 +1,7 @@
 """Ready-made workflows built from stages and Beam transforms."""
 
 from beam_curator.workflows.exact import ExactDeduplicationWorkflow
+from beam_curator.workflows.fuzzy import FuzzyDeduplicationWorkflow
 from beam_curator.workflows.semantic import (
     RankingStrategy,
     SemanticDeduplicationWorkflow,
@@ -11,6 +12,7 @@ from beam_curator.workflows.semantic import (
 
 __all__ = [
     "ExactDeduplicationWorkflow",
+    "FuzzyDeduplicationWorkflow",
     "RankingStrategy",
     "SemanticDeduplicationWorkflow",
     "TextDuplicatesRemovalWorkflow",

@@ -14,15 +14,12 @@ from __future__ import annotations
 import hashlib
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from beam_curator.stages import ProcessingStage
-from beam_curator.stages.io import ParquetWriter
 from beam_curator.tasks import DocumentBatch
-from beam_curator.workflows.semantic.ids import FILE_COLUMN, ROW_COLUMN
+from beam_curator.workflows.per_file import document_places
 
 HASH_COLUMN = "_exact_duplicate_group"  # NeMo Curator's name for the digest
-ROWS_PER_GROUP = 1 << 16
 
 
 def md5_hex(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -42,23 +39,11 @@ class HashTextStage(ProcessingStage):
     def process(self, task: DocumentBatch) -> DocumentBatch:
         table = task.to_pyarrow()
         (source,) = task._metadata["source_files"]  # the workflow reads one file per partition
-        rows = table.num_rows
         hashed = pa.table({
             self.id_column: table.column(self.id_column),
             HASH_COLUMN: md5_hex(table.column(self.text_field)),
-            # One path per file, stored once as a dictionary.
-            FILE_COLUMN: pa.DictionaryArray.from_arrays(pa.nulls(rows, pa.int32()).fill_null(0), pa.array([source])),
-            ROW_COLUMN: pa.array(range(rows), pa.int64()),
+            **document_places(source, table.num_rows),
         }).sort_by(HASH_COLUMN)
         result = DocumentBatch(dataset_name=task.dataset_name, data=hashed)
         result._metadata = dict(task._metadata)
         return result
-
-
-class HashesWriter(ParquetWriter):
-    """Parquet in row groups small enough for a digest range to skip most of them."""
-
-    name = "hashes_writer"
-
-    def serialize(self, table: pa.Table, handle) -> None:
-        pq.write_table(table, handle, row_group_size=ROWS_PER_GROUP)

@@ -202,6 +202,29 @@ class PhaseBook:
         self.mark_done(name, key, [output], rows=rows, files=len(records), **(describe() if describe else {}))
         return self.details(name)
 
+    def run_afresh(
+        self, name: str, key: str, stages: list[ProcessingStage], checkpoint: str | None, outputs: list[str],
+        results: Callable[[], dict[str, Any]],
+    ) -> dict[str, Any]:
+        """A phase over what earlier phases wrote (tasks of its own, not input
+        partitions): reused while done with ``key`` and ``outputs`` are in
+        place; with a new key, the old outputs and checkpoint go first (once:
+        an interrupted run resumes from its checkpoint). ``results()`` runs
+        after the stages (if any: a phase may be ``results()`` alone, without a
+        checkpoint) and is kept in the marker (``outputs`` may include files it writes)."""
+        if self.is_done(name, key):
+            logger.info("%s: inputs unchanged, reusing %s", name, ", ".join(outputs))
+            return dict(self.details(name)["results"])
+        if not self.is_done(f"{name}-started", key):
+            for stale in (*outputs, *filter(None, [checkpoint])):
+                remove_tree(stale)
+            self.mark_done(f"{name}-started", key)
+        if stages and checkpoint:
+            self.run_stages(name, stages, checkpoint)
+        found = results()
+        self.mark_done(name, key, outputs, results=found)
+        return dict(found)
+
     @contextmanager
     def timed(self, name: str) -> Iterator[None]:
         start = time.monotonic()

@@ -1,0 +1,209 @@
+"""The Beam stages of fuzzy deduplication, around the kernels of ``dedup.fuzzy``.
+
+``MinHashStage`` turns one input file's documents into ``(id,
+_minhash_signature, file, row)``; ``LSHBucketsStage`` is one task per (band
+range, partition): it reads every signature file, keeps the buckets of its
+bands whose first value falls in its partition, and lists the ids of each
+bucket holding two or more documents; ``BucketEdgesStage`` turns one such
+file into edges. Partitions bound what a task holds: ``1 / partitions`` of
+the ``(key, id)`` records of ``bands_per_iteration`` bands.
+
+Connected components beyond memory go in rounds: ``ScatterEdgesStage``
+routes each edge file's rows to their keys' buckets, ``StarRoundStage`` runs
+one star step on one bucket's rows, ``StarLabelsStage`` reads the groups off
+a settled round, and ``LaterMembersStage`` lists every id but its group's least.
+"""
+
+from __future__ import annotations
+
+import fsspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from beam_curator.dedup.fuzzy.components import KEY, NEIGHBOR, both_ways, distinct, large_star, settled, small_star, star_labels
+from beam_curator.dedup.fuzzy.lsh import band_keys, buckets, path_edges
+from beam_curator.dedup.fuzzy.minhash import signatures
+from beam_curator.stages import ProcessingStage
+from beam_curator.tasks import DocumentBatch
+from beam_curator.workflows.per_file import HashesWriter, document_places
+from beam_curator.workflows.semantic.id_check import BucketWriter, IdBucketTask, bucket_of
+from beam_curator.workflows.semantic.layout import parquet_files, read_parquet
+
+MINHASH_FIELD = "_minhash_signature"  # NeMo Curator's column names
+BUCKET_FIELD = "_bucket_id"
+GROUP_FIELD = "_duplicate_group_id"
+TO, SETTLED = "_to", "_settled"  # a row's bucket (its key's), and whether its task's input was settled
+
+
+class MinHashStage(ProcessingStage):
+    """One input file's documents in, their MinHash signatures out."""
+
+    name = "minhash"
+
+    def __init__(self, text_field: str, id_column: str, seeds: np.ndarray, char_ngrams: int) -> None:
+        self.text_field = text_field
+        self.id_column = id_column
+        self.seeds = seeds
+        self.char_ngrams = char_ngrams
+
+    def process(self, task: DocumentBatch) -> DocumentBatch:
+        table = task.to_pyarrow()
+        (source,) = task._metadata["source_files"]  # the workflow reads one file per partition
+        values = signatures(table.column(self.text_field).to_pylist(), self.seeds, self.char_ngrams)
+        offsets = pa.array(np.arange(0, values.size + 1, values.shape[1], dtype=np.int32))
+        result = DocumentBatch(dataset_name=task.dataset_name, data=pa.table({
+            self.id_column: table.column(self.id_column),
+            MINHASH_FIELD: pa.ListArray.from_arrays(offsets, pa.array(values.ravel())),
+            **document_places(source, table.num_rows),
+        }))
+        result._metadata = dict(task._metadata)
+        return result
+
+
+def band_range_name(first: int, last: int) -> str:
+    return f"band_{first}-band_{last}"  # NeMo Curator's folder per band iteration
+
+
+class LSHBucketsStage(ProcessingStage):
+    """Task ``n`` is band range ``n // partitions``, partition ``n % partitions``."""
+
+    name = "lsh_buckets"
+
+    def __init__(self, minhashes: str, id_column: str, band_ranges: list[range], minhashes_per_band: int,
+                 partitions: int) -> None:
+        self.minhashes = minhashes
+        self.id_column = id_column
+        self.band_ranges = band_ranges
+        self.minhashes_per_band = minhashes_per_band
+        self.partitions = partitions
+
+    def process(self, task: IdBucketTask) -> DocumentBatch:
+        bands = self.band_ranges[task.data // self.partitions]
+        partition = task.data % self.partitions
+        keys, ids = [], []
+        for url in parquet_files(self.minhashes):
+            table = read_parquet(url, [self.id_column, MINHASH_FIELD])
+            column = table.column(MINHASH_FIELD).combine_chunks()
+            values = column.values.to_numpy().reshape(len(column), -1)
+            file_keys, first = band_keys(values, bands, self.minhashes_per_band)
+            mine = first % self.partitions == partition
+            keys.append(file_keys[mine])
+            ids.append(pa.concat_arrays([table.column(self.id_column).combine_chunks()] * len(bands)).filter(pa.array(mine)))
+        found_keys, found_ids, offsets = buckets(np.concatenate(keys), pa.concat_arrays(ids))
+        width = found_keys.dtype.itemsize
+        result = DocumentBatch(dataset_name="lsh_buckets", data=pa.table({
+            BUCKET_FIELD: pa.FixedSizeBinaryArray.from_buffers(
+                pa.binary(width), len(found_keys), [None, pa.py_buffer(found_keys.tobytes())]),
+            self.id_column: pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), found_ids),
+        }))
+        result._metadata = {"bucket": f"{band_range_name(bands.start, bands.stop)}/part.{partition}"}
+        return result
+
+
+class BucketEdgesStage(ProcessingStage):
+    """One bucket file in (task ``n``: the ``n``-th file, by name), its edges ``(<id>_x, <id>_y)`` out."""
+
+    name = "buckets_to_edges"
+
+    def __init__(self, bucket_files: list[str], names: list[str], id_column: str) -> None:
+        self.bucket_files = bucket_files
+        self.names = names
+        self.id_column = id_column
+
+    def process(self, task: IdBucketTask) -> DocumentBatch:
+        lists = read_parquet(self.bucket_files[task.data], [self.id_column]).column(0).combine_chunks()
+        x, y = path_edges(lists.values, lists.offsets.to_numpy())
+        result = DocumentBatch(dataset_name="edges", data=pa.table({f"{self.id_column}_x": x, f"{self.id_column}_y": y}))
+        result._metadata = {"bucket": self.names[task.data]}
+        return result
+
+
+def _routed(table: pa.Table, buckets: int, settled_input: bool) -> pa.Table:
+    """Rows tagged with their key's bucket and sorted by it (see ``RoundWriter``)."""
+    to = bucket_of(table[KEY].combine_chunks().to_numpy(zero_copy_only=False), buckets).astype(np.int32)
+    table = table.append_column(TO, pa.array(to)).append_column(SETTLED, pa.array(np.full(len(to), settled_input)))
+    return table.sort_by(TO)
+
+
+def _task_result(table: pa.Table, name: str, bucket: object) -> DocumentBatch:
+    result = DocumentBatch(dataset_name=name, data=table)
+    result._metadata = {"bucket": bucket}
+    return result
+
+
+class ScatterEdgesStage(ProcessingStage):
+    """One edge file in (task ``n``: the ``n``-th), its edges both ways, routed to their keys' buckets, out."""
+
+    name = "scatter_edges"
+
+    def __init__(self, edge_files: list[str], buckets: int) -> None:
+        self.edge_files = edge_files
+        self.buckets = buckets
+
+    def process(self, task: IdBucketTask) -> DocumentBatch:
+        edges = read_parquet(self.edge_files[task.data])
+        table = distinct(both_ways(edges.column(0).combine_chunks(), edges.column(1).combine_chunks()))
+        return _task_result(_routed(table, self.buckets, False), "star_round", task.data)
+
+
+def rows_of_bucket(folder: str, bucket: int, columns: list[str]) -> pa.Table:
+    """The rows routed to ``bucket`` from every file of a round (row groups of other buckets skipped)."""
+    parts = []
+    for url in parquet_files(folder):
+        with fsspec.open(url, "rb") as handle:
+            parts.append(pq.read_table(handle, columns=columns, filters=[(TO, "=", bucket)]))
+    return pa.concat_tables(parts, promote_options="permissive") if parts else pa.table({c: [] for c in columns})
+
+
+class StarRoundStage(ProcessingStage):
+    """Task ``j``: the rows of bucket ``j`` from the previous round, a large-
+    or small-star step on them, the result routed for the next round."""
+
+    name = "star_round"
+
+    def __init__(self, previous: str, large: bool, buckets: int) -> None:
+        self.previous = previous
+        self.large = large
+        self.buckets = buckets
+
+    def process(self, task: IdBucketTask) -> DocumentBatch:
+        table = distinct(rows_of_bucket(self.previous, task.data, [KEY, NEIGHBOR]))
+        stepped = distinct((large_star if self.large else small_star)(table))
+        return _task_result(_routed(stepped, self.buckets, settled(table)), "star_round", task.data)
+
+
+class StarLabelsStage(ProcessingStage):
+    """Task ``j``: the ids of bucket ``j`` in a settled round and their groups (the least id of each)."""
+
+    name = "star_labels"
+
+    def __init__(self, previous: str, id_column: str) -> None:
+        self.previous = previous
+        self.id_column = id_column
+
+    def process(self, task: IdBucketTask) -> DocumentBatch:
+        labels = star_labels(distinct(rows_of_bucket(self.previous, task.data, [KEY, NEIGHBOR])))
+        return _task_result(labels.rename_columns([self.id_column, GROUP_FIELD]), "components", task.data)
+
+
+class LaterMembersStage(ProcessingStage):
+    """Task ``j``: from components file ``j``, the ids that are not their group's least id."""
+
+    name = "later_members"
+
+    def __init__(self, components: str, id_column: str) -> None:
+        self.components = components
+        self.id_column = id_column
+
+    def process(self, task: IdBucketTask) -> DocumentBatch:
+        table = read_parquet(f"{self.components}/part.{task.data}.parquet")
+        later = table.filter(pc.not_equal(table[self.id_column], table[GROUP_FIELD]))[self.id_column]
+        return _task_result(pa.table({self.id_column: later.take(pc.sort_indices(later))}), "duplicates", task.data)
+
+
+class RoundWriter(BucketWriter, HashesWriter):
+    """A round's file per task, in row groups small enough for a reader of one bucket to skip the others."""
+
+    name = "round_writer"

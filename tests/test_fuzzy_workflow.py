@@ -1,0 +1,252 @@
+"""Fuzzy deduplication: NeMo Curator's facts, planted near-copies against brute
+force, reruns, a killed run, the command, and the runners giving one answer."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from beam_curator.cli.main import main
+from beam_curator.workflows import FuzzyDeduplicationWorkflow
+
+GENERATED = "_curator_dedup_id"
+GROUP = "_duplicate_group_id"
+
+
+# NeMo Curator's tests/stages/deduplication/fuzzy/test_fuzzy_workflow.py
+
+def nemo_data(folder: Path, filetype: str, no_duplicates: bool = False) -> list[Path]:
+    folder.mkdir()
+    if no_duplicates:
+        texts = ["A test string", "Very different thing", "Something completely else that doesn't match",
+                 "The quick black cat jumps over the lazy dog"]
+        frame, split = pd.DataFrame({"id": [1, 2, 3, 4], "text": texts}), 2
+    else:
+        texts = ["A test string", "A different test string", "A different object",
+                 "The quick brown fox jumps over the lazy dog", "The quick black cat jumps over the lazy dog"]
+        frame, split = pd.DataFrame({"id": [1, 2, 300, 4, -1], "text": texts, "content": texts}), 3
+    files = [folder / f"part1.{filetype}", folder / f"part2.{filetype}"]
+    for part, path in zip((frame.iloc[:split], frame.iloc[split:]), files):
+        part.to_parquet(path) if filetype == "parquet" else part.to_json(path, orient="records", lines=True)
+    return files
+
+
+def with_original_ids(output: Path, files: list[Path], filetype: str) -> pd.DataFrame:
+    """NeMo's helper: the id generator's range of each file numbers its rows."""
+    state = json.loads((output / "fuzzy_id_generator.json").read_text())
+    frames = []
+    for path in files:
+        low, high = state["batch_registry"][str(uuid.uuid5(uuid.NAMESPACE_URL, str(path)))]
+        frame = pd.read_parquet(path) if filetype == "parquet" else pd.read_json(path, lines=True)
+        frames.append(frame.assign(**{GENERATED: np.arange(low, high + 1)}))
+    return pd.concat(frames)
+
+
+@pytest.mark.parametrize("use_64_bit_hash", [False, True])
+@pytest.mark.parametrize(("num_bands", "text_field", "filetype", "partitions"),
+                         [(5, "text", "parquet", 4), (10, "content", "jsonl", None)])
+def test_nemo_fuzzy_dedup_groups_and_removal_ids(tmp_path: Path, use_64_bit_hash: bool, num_bands: int,
+                                                 text_field: str, filetype: str, partitions: int | None) -> None:
+    files = nemo_data(tmp_path / "input", filetype)
+    cache, output = tmp_path / "cache", tmp_path / "output"
+    result = FuzzyDeduplicationWorkflow(
+        cache_path=str(cache), output_path=str(output), input_path=str(tmp_path / "input"), input_filetype=filetype,
+        text_field=text_field, seed=42, char_ngrams=5, num_bands=num_bands, minhashes_per_band=1,
+        use_64_bit_hash=use_64_bit_hash, bands_per_iteration=5, lsh_num_output_partitions=partitions,
+    ).run().metadata
+    assert result["total_time"] > 0 and result["connected_components_time"] > 0
+    originals = with_original_ids(output, files, filetype)
+    components = pd.read_parquet(cache / "ConnectedComponentsStage").merge(originals, on=GENERATED, how="left")
+    groups = sorted(sorted(group) for group in components.groupby(GROUP)["id"].agg(list))
+    assert groups == [[-1, 4], [1, 2, 300]]
+    if partitions is not None:
+        for first in range(0, num_bands, 5):
+            band_dir = cache / "LSHStage" / f"band_{first}-band_{min(first + 5, num_bands)}"
+            assert len(list(band_dir.glob("*.parquet"))) == partitions
+    removal = pd.read_parquet(output / "FuzzyDuplicateIds")
+    assert list(removal.columns) == [GENERATED]
+    removed = set(removal.merge(originals, on=GENERATED, how="left")["id"])
+    assert all(len(set(group) - removed) == 1 for group in groups)
+    assert result["num_duplicates"] == len(removed) == 3
+
+
+def test_nemo_no_duplicates_writes_no_groups(tmp_path: Path) -> None:
+    nemo_data(tmp_path / "input", "parquet", no_duplicates=True)
+    cache, output = tmp_path / "cache", tmp_path / "output"
+    result = FuzzyDeduplicationWorkflow(str(cache), str(output), str(tmp_path / "input"), char_ngrams=5, num_bands=10,
+                                        minhashes_per_band=1, bands_per_iteration=10).run().metadata
+    assert result["num_duplicates"] == 0 and result["total_time"] > 0
+    assert not (cache / "ConnectedComponentsStage").exists() and not (cache / "BucketsToEdgesStage").exists()
+    assert not (output / "FuzzyDuplicateIds").exists()
+    assert len(pd.read_parquet(cache / "LSHStage")) == 0
+
+
+def test_nemo_bad_inputs(tmp_path: Path) -> None:
+    for bad in ({"bands_per_iteration": 0}, {"num_bands": 5, "bands_per_iteration": 10}):
+        with pytest.raises(ValueError, match=r"bands_per_iteration must be between"):
+            FuzzyDeduplicationWorkflow(str(tmp_path), str(tmp_path), "/dummy", **bad)
+    with pytest.raises(ValueError, match="input_path to the dataset must be provided"):
+        FuzzyDeduplicationWorkflow(cache_path=str(tmp_path), output_path=str(tmp_path)).run()
+    jsonl = FuzzyDeduplicationWorkflow(str(tmp_path), str(tmp_path), "/dummy", input_filetype="jsonl")
+    assert {".jsonl", ".json"} <= set(jsonl.input_extensions)  # NeMo's, and compressed ones
+    assert FuzzyDeduplicationWorkflow(str(tmp_path), str(tmp_path), "/dummy",
+                                      input_file_extensions=[".pq"]).input_extensions == (".pq",)
+
+
+# Planted near-copies against brute force, reruns, a killed run.
+
+def write_corpus(folder: Path, files: int, per_file: int, seed: int = 0) -> dict[str, str]:
+    """Random texts; every third document a copy of an earlier one (across
+    files too) with at most one character changed: 24-gram Jaccard
+    similarity 0.92 or more, where LSH at NeMo's defaults misses a pair
+    with probability 3e-4; returns text by id."""
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz "))
+    folder.mkdir(parents=True, exist_ok=True)
+    texts: dict[str, str] = {}
+    for number in range(files):
+        rows = []
+        for row in range(per_file):
+            if texts and row % 3 == 2:
+                copy = np.array(list(texts[rng.choice(sorted(texts))]))
+                copy[rng.integers(0, len(copy), rng.integers(0, 2))] = "#"
+                text = "".join(copy)
+            else:
+                text = "".join(rng.choice(letters, 600))
+            texts[f"f{number}r{row}"] = text
+            rows.append({"doc_id": f"f{number}r{row}", "text": text})
+        (folder / f"part{number}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return texts
+
+
+def removed(output: Path) -> list[str]:
+    return sorted(pd.read_parquet(output / "FuzzyDuplicateIds")["doc_id"])
+
+
+def expected(texts: dict[str, str]) -> list[str]:
+    """Brute force: groups of documents joined by 24-gram Jaccard >= 0.8, all but the least id of each."""
+    grams = {key: {text[i:i + 24] for i in range(len(text) - 23)} for key, text in texts.items()}
+    keys = sorted(texts)
+    parent = {key: key for key in keys}
+
+    def root(key: str) -> str:
+        while parent[key] != key:
+            key = parent[key]
+        return key
+
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            if len(grams[a] & grams[b]) / len(grams[a] | grams[b]) >= 0.8:
+                low, high = sorted((root(a), root(b)))
+                parent[high] = low
+    return sorted(key for key in keys if root(key) != key)
+
+
+def fuzzy(tmp_path: Path, name: str = "out", **settings: object) -> dict:
+    settings = {"input_filetype": "jsonl", "id_field": "doc_id", **settings}
+    return FuzzyDeduplicationWorkflow(str(tmp_path / name), str(tmp_path / name), str(tmp_path / "input"),
+                                      **settings).run().metadata
+
+
+def test_planted_near_copies_match_brute_force_and_are_removed(tmp_path: Path) -> None:
+    texts = write_corpus(tmp_path / "input", files=4, per_file=30)
+    metadata = fuzzy(tmp_path, perform_removal=True)
+    assert removed(tmp_path / "out") == expected(texts) and metadata["num_duplicates"] == 40
+    assert metadata["phases_run"] == ["minhash", "lsh", "edges", "connected_components", "identification", "removal"]
+    kept = pd.concat(pd.read_json(path, lines=True) for path in (tmp_path / "out" / "deduplicated").glob("*.jsonl"))
+    assert len(kept) == 80 and not set(kept["doc_id"]) & set(expected(texts))
+    written = {path: path.stat().st_mtime_ns for path in (tmp_path / "out").rglob("*") if path.is_file()}
+    again = fuzzy(tmp_path, perform_removal=True)
+    assert again["phases_run"] == [] and again["num_duplicates"] == 40
+    assert {path: path.stat().st_mtime_ns for path in written} == written, "a rerun with nothing to do wrote"
+    signatures = tmp_path / "out" / "MinHashStage"
+    before = {path.name: path.stat().st_mtime_ns for path in signatures.glob("*.parquet")}
+    (tmp_path / "input" / "part3.jsonl").unlink()
+    changed = fuzzy(tmp_path, perform_removal=True)
+    after = {path.name: path.stat().st_mtime_ns for path in signatures.glob("*.parquet")}
+    assert after == {name: time for name, time in before.items() if not name.startswith("part3")}
+    fresh = fuzzy(tmp_path, "fresh")
+    assert removed(tmp_path / "out") == removed(tmp_path / "fresh") and changed["num_duplicates"] < 40
+
+
+def test_a_run_killed_while_minhashing_resumes_and_matches_a_fresh_run(tmp_path: Path) -> None:
+    texts = write_corpus(tmp_path / "input", files=40, per_file=3)
+    code = ("import sys; from beam_curator.workflows import FuzzyDeduplicationWorkflow as W; "
+            "W(sys.argv[1], sys.argv[1], sys.argv[2], input_filetype='jsonl', id_field='doc_id').run()")
+    command = [sys.executable, "-c", code, str(tmp_path / "out"), str(tmp_path / "input")]
+    signatures = tmp_path / "out" / "MinHashStage"
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while len(list(signatures.glob("[!.]*.parquet"))) < 3:
+        assert process.poll() is None and time.monotonic() < deadline, "the run ended before it could be killed"
+        time.sleep(0.01)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    assert len(list(signatures.glob("[!.]*.parquet"))) < 40 and not (tmp_path / "out" / "LSHStage").exists()
+    fuzzy(tmp_path)
+    fuzzy(tmp_path, "fresh")
+    assert removed(tmp_path / "out") == removed(tmp_path / "fresh") == expected(texts)
+
+
+def test_the_fuzzy_command_prints_a_summary(tmp_path: Path, capsys) -> None:
+    write_corpus(tmp_path / "input", files=2, per_file=9)
+    command = ["fuzzy", "--input", str(tmp_path / "input"), "--output", str(tmp_path / "out"), "--id-field", "doc_id"]
+    assert main(command) == 0
+    printed = capsys.readouterr().out
+    assert "fuzzy deduplication summary" in printed and "ran minhash, lsh, edges" in printed
+    assert "documents in     18" in printed and "removed          6" in printed and "kept             12" in printed
+    assert main(command) == 0
+    assert "nothing to do" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_:
+        main([*command, "--num-band", "3"])
+    assert exit_.value.code == 2 and "did you mean --num-bands" in capsys.readouterr().err
+
+
+def test_local_multiprocess_and_dask_list_the_same_ids(tmp_path: Path, worker_pythonpath: None, dask_cluster) -> None:
+    texts = write_corpus(tmp_path / "input", files=3, per_file=9)
+    fuzzy(tmp_path, "local")
+    fuzzy(tmp_path, "processes", runner="local-multiprocess", num_workers=2)
+    fuzzy(tmp_path, "dask", runner="dask", dask_address=dask_cluster.scheduler_address)
+    assert removed(tmp_path / "local") == removed(tmp_path / "processes") == removed(tmp_path / "dask") == expected(texts)
+
+
+def test_star_rounds_on_beam_find_the_components_the_in_memory_path_finds(tmp_path: Path, monkeypatch) -> None:
+    """Forced past the in-memory bound, with buckets of a few rows: the same
+    groups and ids; a run failing in a round resumes from that round, and a
+    rerun reuses every round."""
+    from beam_curator.workflows.fuzzy import workflow
+
+    texts = write_corpus(tmp_path / "input", files=3, per_file=12)
+    fuzzy(tmp_path, "memory")
+    monkeypatch.setattr(workflow, "IN_MEMORY_EDGES", 0)
+    monkeypatch.setattr(workflow, "RECORDS_PER_PARTITION", 100)
+    step = workflow.StarRoundStage.process
+
+    def failing_in_round_2(stage, task):
+        if stage.previous.endswith("round_1"):
+            raise RuntimeError("killed in round 2")
+        return step(stage, task)
+
+    monkeypatch.setattr(workflow.StarRoundStage, "process", failing_in_round_2)
+    with pytest.raises(Exception, match="star-round-2"):
+        fuzzy(tmp_path, "rounds")
+    monkeypatch.setattr(workflow.StarRoundStage, "process", step)
+    metadata = fuzzy(tmp_path, "rounds")  # resumes: rounds 0 and 1 are done
+    rounds = [phase for phase in metadata["phases_run"] if phase.startswith("star-round-")]
+    print(f"star rounds run after the failure: {rounds}")
+    assert rounds[0] == "star-round-2" and metadata["phases_run"][0] == "star-round-2"
+    assert removed(tmp_path / "rounds") == removed(tmp_path / "memory") == expected(texts)
+    groups = [pd.read_parquet(tmp_path / name / "ConnectedComponentsStage").sort_values("doc_id").reset_index(drop=True)
+              for name in ("memory", "rounds")]
+    assert groups[0].equals(groups[1]) and len(list((tmp_path / "rounds" / "ConnectedComponentsStage").iterdir())) > 1
+    assert fuzzy(tmp_path, "rounds")["phases_run"] == []
