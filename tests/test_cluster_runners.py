@@ -345,3 +345,23 @@ def test_the_command_on_a_cluster_removes_what_the_local_runner_removes(
     assert again == local
     assert "embedding: inputs and settings unchanged" in out and "removal: inputs and settings unchanged" in out, \
         out[-2000:]
+
+
+@pytest.mark.parametrize("engine", ["flink", "spark"])
+def test_an_input_error_on_the_engines_workers_reaches_the_api_as_itself(
+    request: pytest.FixtureRequest, tmp_path: Path, pool: WorkerPool, engine: str,
+) -> None:
+    """Beam hands the driver a worker's error as the job's failure text; the
+    package's own error is found in it and raised as itself, message alone."""
+    from beam_curator import Pipeline
+    from beam_curator.stages.io import CuratorInputError, JsonlReader, JsonlWriter
+
+    _, runner = _engine(request, engine)
+    input_dir = curator_helpers.write_corpus(tmp_path / "in", 2)
+    bad = input_dir / "part-001.jsonl"
+    bad.write_text('{"id": "a", "n": 1, "text": "fine"}\n{"id": "b", n: 2}\n')
+    pipeline = Pipeline("bad-input", stages=[JsonlReader(str(input_dir)), JsonlWriter(str(tmp_path / "out"))])
+    with pytest.raises(CuratorInputError) as raised:
+        pipeline.run(str(tmp_path / "ckpt"), **runner, **pool.settings())
+    assert str(raised.value).startswith(f"{bad}, line 2: malformed JSON"), str(raised.value)[:500]
+    assert "Traceback" not in str(raised.value) and "while running" not in str(raised.value)

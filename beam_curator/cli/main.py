@@ -101,6 +101,9 @@ def _add_runner_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--spark-master-url", help="Spark master URL (default: local[*])")
     group.add_argument("--spark-job-server-jar", help="local Spark job-server jar (sites without internet)")
     group.add_argument("--dask-address", help="Dask scheduler tcp://host:8786 (default: a LocalCluster for the run)")
+    group.add_argument("--completion", default="fused", choices=["fused", "stateful"],
+                       help="how partitions are marked: in the sink's step (fused, marks as partitions finish on "
+                            "every runner) or by a keyed stateful step (stateful: for Flink --streaming; see the README)")
     group.add_argument("--worker-start-timeout", type=float, default=60.0,
                        help="EXTERNAL/PROCESS environments: seconds to wait for the first SDK worker before failing")
 
@@ -113,7 +116,8 @@ _RUNNER_KEYS = (
 
 def _runner_settings(args: argparse.Namespace, beam_args: list[str]) -> dict:
     settings = {key: getattr(args, key) for key in _RUNNER_KEYS if getattr(args, key) is not None}
-    return {"runner": args.runner, "beam_args": beam_args, "worker_start_timeout": args.worker_start_timeout, **settings}
+    return {"runner": args.runner, "beam_args": beam_args, "worker_start_timeout": args.worker_start_timeout,
+            "completion": args.completion, **settings}
 
 
 def _checkpoint(args: argparse.Namespace, _: list[str]) -> int:
