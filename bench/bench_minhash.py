@@ -46,6 +46,19 @@ def ngram_hashes(text: str, seed: int) -> np.ndarray:
     return np.concatenate([murmur3_32(buffer, starts[lengths == n], int(n), seed) for n in np.unique(lengths)])
 
 
+def datatrove_signer():
+    """datatrove's signing step alone, at NeMo's 20 bands of 13: the stage's
+    constructor loads a spaCy word tokenizer (not installed here), so it is
+    skipped; ``get_signature`` needs only the configuration. Raises
+    ImportError without datatrove."""
+    from datatrove.pipeline.dedup.minhash import MinhashConfig, MinhashDedupSignature
+
+    signer = object.__new__(MinhashDedupSignature)
+    signer.config, signer._parameters = MinhashConfig(num_buckets=20, hashes_per_bucket=13), None
+    signer.num_hashes = HASHES
+    return signer
+
+
 def contenders(texts: list[str], seeds: np.ndarray) -> dict[str, object]:
     found = {
         "vectorised": lambda: signatures(texts, seeds, WIDTH),
@@ -65,12 +78,7 @@ def contenders(texts: list[str], seeds: np.ndarray) -> dict[str, object]:
     except ImportError:
         pass
     try:
-        from datatrove.pipeline.dedup.minhash import MinhashConfig, MinhashDedupSignature
-
-        # Its signing step alone: the stage's constructor loads a spaCy word tokenizer, not installed here.
-        signer = object.__new__(MinhashDedupSignature)
-        signer.config, signer._parameters = MinhashConfig(num_buckets=20, hashes_per_bucket=13), None
-        signer.num_hashes = HASHES
+        signer = datatrove_signer()
         shingles = [ngram_hashes(text, int(seeds[0, 0])).astype(np.uint64).reshape(-1, 1) for text in texts]
         found["datatrove"] = lambda: [signer.get_signature(document) for document in shingles]
     except ImportError:

@@ -25,6 +25,7 @@ SCRIPTS = (
     "bench_pairwise.py",
     "bench_kmeans.py",
     "bench_minhash.py",
+    "bench_fuzzy.py",
     "bench_scale.py",
     "bench_checkpoint.py",
     "bench_in_order.py",
