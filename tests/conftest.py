@@ -42,3 +42,17 @@ def dask_cluster(worker_pythonpath: None) -> Iterator[object]:
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0")
     with cluster:
         yield cluster
+
+
+@pytest.fixture(params=["local-multiprocess", "dask", "portable"])
+def worker_runner(request: pytest.FixtureRequest) -> dict[str, object]:
+    """Settings of a runner whose stages run in processes other than the
+    driver (worker processes, a dask cluster, an EXTERNAL worker pool), one
+    per parameter: the deduplication workflows must list the ids the local
+    runner lists on each. Only the fixture a parameter needs is started."""
+    if request.param == "local-multiprocess":
+        request.getfixturevalue("worker_pythonpath")
+        return {"runner": "local-multiprocess", "num_workers": 2}
+    if request.param == "dask":
+        return {"runner": "dask", "dask_address": request.getfixturevalue("dask_cluster").scheduler_address}
+    return {"runner": "portable", **request.getfixturevalue("worker_pool").settings()}

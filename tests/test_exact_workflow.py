@@ -206,14 +206,8 @@ def test_the_exact_command_prints_a_summary_and_says_when_nothing_is_left(tmp_pa
     assert exit_.value.code == 2
 
 
-def runner_ids(tmp_path: Path, name: str, **runner: object) -> list:
-    exact(tmp_path, name, **runner)
-    return removed(tmp_path / name, "doc_id")
-
-
-def test_local_multiprocess_and_dask_list_the_same_ids(tmp_path: Path, worker_pythonpath: None, dask_cluster) -> None:
+def test_runners_with_workers_list_the_ids_the_local_runner_lists(tmp_path: Path, worker_runner: dict) -> None:
     write_corpus(tmp_path / "input")
-    local = runner_ids(tmp_path, "local")
-    assert local == expected(tmp_path / "input")
-    assert runner_ids(tmp_path, "processes", runner="local-multiprocess", num_workers=2) == local
-    assert runner_ids(tmp_path, "dask", runner="dask", dask_address=dask_cluster.scheduler_address) == local
+    exact(tmp_path, "local")
+    exact(tmp_path, "workers", **worker_runner)
+    assert removed(tmp_path / "local", "doc_id") == removed(tmp_path / "workers", "doc_id") == expected(tmp_path / "input")

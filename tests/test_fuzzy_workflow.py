@@ -212,12 +212,11 @@ def test_the_fuzzy_command_prints_a_summary(tmp_path: Path, capsys) -> None:
     assert exit_.value.code == 2 and "did you mean --num-bands" in capsys.readouterr().err
 
 
-def test_local_multiprocess_and_dask_list_the_same_ids(tmp_path: Path, worker_pythonpath: None, dask_cluster) -> None:
+def test_runners_with_workers_list_the_ids_the_local_runner_lists(tmp_path: Path, worker_runner: dict) -> None:
     texts = write_corpus(tmp_path / "input", files=3, per_file=9)
     fuzzy(tmp_path, "local")
-    fuzzy(tmp_path, "processes", runner="local-multiprocess", num_workers=2)
-    fuzzy(tmp_path, "dask", runner="dask", dask_address=dask_cluster.scheduler_address)
-    assert removed(tmp_path / "local") == removed(tmp_path / "processes") == removed(tmp_path / "dask") == expected(texts)
+    fuzzy(tmp_path, "workers", **worker_runner)
+    assert removed(tmp_path / "local") == removed(tmp_path / "workers") == expected(texts)
 
 
 def test_star_rounds_on_beam_find_the_components_the_in_memory_path_finds(tmp_path: Path, monkeypatch) -> None:
