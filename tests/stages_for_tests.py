@@ -10,6 +10,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import lmdb
@@ -182,3 +187,41 @@ def run_and_resume(tmp_path: Path, runner: str, **settings: object) -> tuple[set
     assert {file: file.stat().st_mtime_ns for file in (tmp_path / "out-1").glob("*.jsonl")} == written, \
         "a skipped partition was written again"
     return pids, records
+
+
+def kill_once(command: list[str], progress: Callable[[], int], log: Path, at: int = 20) -> None:
+    """Start the run and SIGKILL it once ``progress()`` (outputs of the phase
+    under test) reaches ``at``."""
+    with open(log, "wb") as handle:
+        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 240
+    while progress() < at:
+        assert process.poll() is None, f"the run ended before it could be killed:\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, "the phase under test wrote nothing"
+        time.sleep(0.01)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+
+
+def kill_in_phase_and_resume(tmp_path: Path, workflow: str, outputs: str, at: int,
+                             run: Callable[[str], dict], setup: str = "") -> list[str]:
+    """The kill-and-resume check of the deduplication workflows.
+
+    ``workflow`` (a constructor call of ``beam_curator.workflows``, reading
+    ``sys.argv[1]`` as output and ``sys.argv[2]`` as input) runs in a
+    subprocess on ``tmp_path/out`` and ``tmp_path/input`` and is SIGKILLed
+    once ``at`` files match ``outputs`` under ``out``; ``run("out")`` then
+    resumes it and ``run("fresh")`` runs afresh, and both must keep the same
+    documents. ``setup`` (Python code) runs in the subprocess first. Returns
+    the phases the resumed run ran, for the caller to check that it redid no
+    earlier phase than the killed one.
+    """
+    name = workflow.split("(")[0]
+    code = "; ".join(filter(None, ["import sys", setup, f"from beam_curator.workflows import {name}", f"{workflow}.run()"]))
+    command = [sys.executable, "-c", code, str(tmp_path / "out"), str(tmp_path / "input")]
+    kill_once(command, lambda: len(list((tmp_path / "out").glob(outputs))), tmp_path / "killed.log", at)
+    phases = run("out")["phases_run"]
+    run("fresh")
+    kept = [sorted(map(str, written_records(tmp_path / name / "deduplicated"))) for name in ("out", "fresh")]
+    assert kept[0] == kept[1]
+    return phases

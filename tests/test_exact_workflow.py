@@ -4,11 +4,6 @@ input changes, a killed run, the command, and the runners giving one answer."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -21,6 +16,7 @@ from beam_curator.errors import CuratorSettingsError
 from beam_curator.workflows import ExactDeduplicationWorkflow
 from beam_curator.workflows.exact.identification import bucket_count, digest_range, removal_ids
 from beam_curator.workflows.semantic.ids import FileRegistry
+from stages_for_tests import kill_in_phase_and_resume
 
 GENERATED = "_curator_dedup_id"
 
@@ -170,23 +166,21 @@ def test_reruns_follow_changed_added_and_removed_files_like_a_fresh_run(tmp_path
     assert texts[0] == texts[1]
 
 
-def test_a_run_killed_while_hashing_resumes_and_matches_a_fresh_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("phase", "outputs", "at"), [
+    ("hashing", "exact/hashes/[!.]*.parquet", 5),
+    ("identification", "ExactDuplicateIds/[!.]*.parquet", 1),
+])
+def test_a_run_killed_in_a_phase_resumes_and_matches_a_fresh_run(tmp_path: Path, phase: str, outputs: str,
+                                                                 at: int) -> None:
+    """The rerun starts in the killed phase, or in the next where the kill
+    came after the phase's last write, and ends where a fresh run ends."""
     write_corpus(tmp_path / "input", files=60, per_file=3)
-    code = ("import sys; from beam_curator.workflows import ExactDeduplicationWorkflow as W; "
-            "W(sys.argv[1], sys.argv[2], input_filetype='jsonl', assign_id=False, id_field='doc_id').run()")
-    command = [sys.executable, "-c", code, str(tmp_path / "out"), str(tmp_path / "input")]
-    hashes = tmp_path / "out" / "exact" / "hashes"
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while len(list(hashes.glob("[!.]*.parquet"))) < 5:
-        assert process.poll() is None and time.monotonic() < deadline, "the run ended before it could be killed"
-        time.sleep(0.01)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait(timeout=30)
-    done_before = len(list(hashes.glob("[!.]*.parquet")))
-    assert done_before < 60 and not (tmp_path / "out" / "ExactDuplicateIds").exists()
-    exact(tmp_path)
-    exact(tmp_path, "fresh")
+    workflow = ("ExactDeduplicationWorkflow(sys.argv[1], sys.argv[2], input_filetype='jsonl', assign_id=False, "
+                "id_field='doc_id', perform_removal=True)")
+    phases_run = kill_in_phase_and_resume(tmp_path, workflow, outputs, at,
+                                          lambda name: exact(tmp_path, name, perform_removal=True))
+    later = ["hashing", "identification", "removal"][["hashing", "identification"].index(phase):]
+    assert phases_run in (later, later[1:]), phases_run
     assert removed(tmp_path / "out", "doc_id") == removed(tmp_path / "fresh", "doc_id") == expected(tmp_path / "input")
 
 

@@ -4,11 +4,6 @@ force, reruns, a killed run, the command, and the runners giving one answer."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -18,6 +13,8 @@ import pytest
 
 from beam_curator.cli.main import main
 from beam_curator.workflows import FuzzyDeduplicationWorkflow
+from beam_curator.workflows.fuzzy.workflow import PHASES
+from stages_for_tests import kill_in_phase_and_resume
 
 GENERATED = "_curator_dedup_id"
 GROUP = "_duplicate_group_id"
@@ -179,22 +176,49 @@ def test_planted_near_copies_match_brute_force_and_are_removed(tmp_path: Path) -
     assert removed(tmp_path / "out") == removed(tmp_path / "fresh") and changed["num_duplicates"] < 40
 
 
-def test_a_run_killed_while_minhashing_resumes_and_matches_a_fresh_run(tmp_path: Path) -> None:
+KILLED_RUN = ("FuzzyDeduplicationWorkflow(sys.argv[1], sys.argv[1], sys.argv[2], input_filetype='jsonl', "
+              "id_field='doc_id', perform_removal=True)")
+
+
+@pytest.mark.parametrize(("phase", "outputs", "at"), [
+    ("minhash", "MinHashStage/[!.]*.parquet", 3),
+    ("lsh", "LSHStage/*/[!.]*.parquet", 1),
+    ("edges", "BucketsToEdgesStage/*/[!.]*.parquet", 1),
+    ("connected_components", "ConnectedComponentsStage/[!.]*.parquet", 1),
+    ("identification", "FuzzyDuplicateIds/[!.]*.parquet", 1),
+])
+def test_a_run_killed_in_each_phase_resumes_and_matches_a_fresh_run(tmp_path: Path, phase: str, outputs: str,
+                                                                     at: int) -> None:
+    """The rerun starts in the killed phase, or in the next where the kill
+    came after the phase's last write (connected components in memory write
+    their one file and are marked done at once, so that kill lands after;
+    the next test kills inside them), and ends where a fresh run ends."""
     texts = write_corpus(tmp_path / "input", files=40, per_file=3)
-    code = ("import sys; from beam_curator.workflows import FuzzyDeduplicationWorkflow as W; "
-            "W(sys.argv[1], sys.argv[1], sys.argv[2], input_filetype='jsonl', id_field='doc_id').run()")
-    command = [sys.executable, "-c", code, str(tmp_path / "out"), str(tmp_path / "input")]
-    signatures = tmp_path / "out" / "MinHashStage"
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while len(list(signatures.glob("[!.]*.parquet"))) < 3:
-        assert process.poll() is None and time.monotonic() < deadline, "the run ended before it could be killed"
-        time.sleep(0.01)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait(timeout=30)
-    assert len(list(signatures.glob("[!.]*.parquet"))) < 40 and not (tmp_path / "out" / "LSHStage").exists()
-    fuzzy(tmp_path)
-    fuzzy(tmp_path, "fresh")
+    phases_run = kill_in_phase_and_resume(tmp_path, KILLED_RUN, outputs, at,
+                                          lambda name: fuzzy(tmp_path, name, perform_removal=True))
+    later = list(PHASES[PHASES.index(phase):])
+    assert phases_run in (later, later[1:]), phases_run
+    assert removed(tmp_path / "out") == removed(tmp_path / "fresh") == expected(texts)
+
+
+def test_a_run_killed_in_a_star_round_resumes_from_that_round(tmp_path: Path, monkeypatch) -> None:
+    """Connected components forced onto Beam (as in the star-rounds test
+    below) in the killed run and its rerun, which starts in round 1 or 2,
+    not before; the fresh run finds them in memory (that test shows both
+    paths agree), to keep this one short."""
+    from beam_curator.workflows.fuzzy import workflow
+
+    def run(name: str) -> dict:
+        with monkeypatch.context() as patch:
+            if name == "out":
+                patch.setattr(workflow, "IN_MEMORY_EDGES", 0)
+                patch.setattr(workflow, "RECORDS_PER_PARTITION", 100)
+            return fuzzy(tmp_path, name, perform_removal=True)
+
+    texts = write_corpus(tmp_path / "input", files=3, per_file=12)
+    setup = "import beam_curator.workflows.fuzzy.workflow as w; w.IN_MEMORY_EDGES, w.RECORDS_PER_PARTITION = 0, 100"
+    phases_run = kill_in_phase_and_resume(tmp_path, KILLED_RUN, "fuzzy/star_rounds/round_1/[!.]*", 1, run, setup)
+    assert phases_run[0] in ("star-round-1", "star-round-2") and "edges" not in phases_run, phases_run
     assert removed(tmp_path / "out") == removed(tmp_path / "fresh") == expected(texts)
 
 

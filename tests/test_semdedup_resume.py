@@ -9,13 +9,9 @@ were added must take them in, embedding only the new ones.
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +34,7 @@ from semdedup_text_run import workflow as text_workflow  # noqa: E402
 
 from beam_curator.checkpoint import open_store  # noqa: E402
 from beam_curator.workflows import TextSemanticDeduplicationWorkflow  # noqa: E402
+from stages_for_tests import kill_once  # noqa: E402
 
 SUMMARY = re.compile(r"pairwise: (\d+) partitions pending, (\d+) skipped as complete, (\d+) completed this run")
 
@@ -54,20 +51,6 @@ def synthetic_embeddings(folder: Path, documents: int = 2000) -> Path:
 def scored_clusters(folder: Path) -> list[Path]:
     """The parquet files of ``folder``, without hidden temporaries."""
     return [path for path in folder.glob("*.parquet") if not path.name.startswith(".")] if folder.exists() else []
-
-
-def kill_once(command: list[str], progress: Callable[[], int], log: Path, at: int = 20) -> None:
-    """Start the run and SIGKILL it once ``progress()`` (outputs of the phase
-    under test) reaches ``at``."""
-    with open(log, "wb") as handle:
-        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 240
-    while progress() < at:
-        assert process.poll() is None, f"the run ended before it could be killed:\n{log.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, "the phase under test wrote nothing"
-        time.sleep(0.01)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait(timeout=30)
 
 
 def reference_duplicates(embeddings: Path, base: Path) -> pd.DataFrame:
