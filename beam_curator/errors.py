@@ -34,7 +34,7 @@ class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C (SIGINT) ended a run; the message says what is kept and how to go on.
 
     A ``KeyboardInterrupt``, so code that stops on Ctrl-C still stops. Uncaught,
-    it prints its message alone (see :func:`beam_curator.logs.install_interrupt_hook`).
+    it prints its message alone (see :func:`beam_curator.interrupts.install_interrupt_hook`).
     """
 
 

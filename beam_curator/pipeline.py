@@ -17,7 +17,7 @@ from typing import Iterator
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 
-from beam_curator.errors import CuratorError, RunInterrupted, interrupted, user_error_in
+from beam_curator.errors import RunInterrupted, interrupted, user_error_in
 from beam_curator.logs import progress_shown, silence_library_noise, verbose
 from beam_curator.runners import pipeline_options
 from beam_curator.runners.dask import is_dask, run_on_dask
@@ -335,8 +335,8 @@ def _reported(steps: list[tuple[Pipeline, str | None]], map_size: int) -> Iterat
         if interrupted(error):
             raise RunInterrupted(_interrupted(steps, map_size)) from (error if verbose() else None)
         found = user_error_in(error) if isinstance(error, Exception) else None
-        if found is None or (found is error and isinstance(error, CuratorError)):
-            raise
+        if found is None or (type(found) is type(error) and str(found) == str(error)):
+            raise  # not the package's error, or already as the user needs it (raised in this process, unwrapped)
         raise found from (error if verbose() else None)
 
 
