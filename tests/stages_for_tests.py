@@ -189,17 +189,20 @@ def run_and_resume(tmp_path: Path, runner: str, **settings: object) -> tuple[set
     return pids, records
 
 
-def kill_once(command: list[str], progress: Callable[[], int], log: Path, at: int = 20) -> None:
+def kill_once(command: list[str], progress: Callable[[], int], log: Path, at: int = 20,
+              whole_group: bool = False) -> None:
     """Start the run and SIGKILL it once ``progress()`` (outputs of the phase
-    under test) reaches ``at``."""
+    under test) reaches ``at``; with ``whole_group``, the run starts in a
+    session of its own and everything in it dies at once (a job server the
+    run started, as a crash of its machine would take it)."""
     with open(log, "wb") as handle:
-        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, start_new_session=whole_group)
     deadline = time.monotonic() + 240
     while progress() < at:
         assert process.poll() is None, f"the run ended before it could be killed:\n{log.read_text()[-3000:]}"
         assert time.monotonic() < deadline, "the phase under test wrote nothing"
         time.sleep(0.01)
-    os.kill(process.pid, signal.SIGKILL)
+    (os.killpg if whole_group else os.kill)(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
 
 

@@ -19,6 +19,7 @@ from apache_beam.options.pipeline_options import FlinkRunnerOptions, PipelineOpt
 
 from beam_curator.logs import worker_log_level
 from beam_curator.runners.dask import dask_flags
+from beam_curator.runners.flink_runner import SharedJobServerFlinkRunner
 from beam_curator.runners.job_server import JOB_SERVERS, job_server_jar, require_java
 from beam_curator.runners.local_workers import LocalMultiProcessRunner
 from beam_curator.runners.services import answers
@@ -219,7 +220,7 @@ def runner_args(
         local = master in ("[local]", "[auto]")
         jar = _job_server("flink", flink_job_server_jar, job_endpoint, master, "flink_master", local, reach)
         kind, config = _environment(runner, environment_type, environment_config, local_master=local)
-        return ["--runner=FlinkRunner", *_flags(
+        return [f"--runner={SharedJobServerFlinkRunner.__module__}.{SharedJobServerFlinkRunner.__name__}", *_flags(
             flink_master=master, flink_version=flink_version, flink_job_server_jar=jar,
             job_endpoint=job_endpoint, parallelism=parallelism,
             environment_type=kind, environment_config=config, sdk_worker_parallelism=num_workers,
