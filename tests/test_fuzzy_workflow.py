@@ -211,13 +211,14 @@ def test_a_run_killed_in_a_star_round_resumes_from_that_round(tmp_path: Path, mo
     def run(name: str) -> dict:
         with monkeypatch.context() as patch:
             if name == "out":
-                patch.setattr(workflow, "IN_MEMORY_EDGES", 0)
                 patch.setattr(workflow, "RECORDS_PER_PARTITION", 100)
+                return fuzzy(tmp_path, name, perform_removal=True, in_memory_components_bytes=0)
             return fuzzy(tmp_path, name, perform_removal=True)
 
     texts = write_corpus(tmp_path / "input", files=3, per_file=12)
-    setup = "import beam_curator.workflows.fuzzy.workflow as w; w.IN_MEMORY_EDGES, w.RECORDS_PER_PARTITION = 0, 100"
-    phases_run = kill_in_phase_and_resume(tmp_path, KILLED_RUN, "fuzzy/star_rounds/round_1/[!.]*", 1, run, setup)
+    setup = "import beam_curator.workflows.fuzzy.workflow as w; w.RECORDS_PER_PARTITION = 100"
+    on_beam = KILLED_RUN[:-1] + ", in_memory_components_bytes=0)"
+    phases_run = kill_in_phase_and_resume(tmp_path, on_beam, "fuzzy/star_rounds/round_1/[!.]*", 1, run, setup)
     assert phases_run[0] in ("star-round-1", "star-round-2") and "edges" not in phases_run, phases_run
     assert removed(tmp_path / "out") == removed(tmp_path / "fresh") == expected(texts)
 
@@ -251,7 +252,6 @@ def test_star_rounds_on_beam_find_the_components_the_in_memory_path_finds(tmp_pa
 
     texts = write_corpus(tmp_path / "input", files=3, per_file=12)
     fuzzy(tmp_path, "memory")
-    monkeypatch.setattr(workflow, "IN_MEMORY_EDGES", 0)
     monkeypatch.setattr(workflow, "RECORDS_PER_PARTITION", 100)
     step = workflow.StarRoundStage.process
 
@@ -262,9 +262,9 @@ def test_star_rounds_on_beam_find_the_components_the_in_memory_path_finds(tmp_pa
 
     monkeypatch.setattr(workflow.StarRoundStage, "process", failing_in_round_2)
     with pytest.raises(Exception, match="star-round-2"):
-        fuzzy(tmp_path, "rounds")
+        fuzzy(tmp_path, "rounds", in_memory_components_bytes=0)
     monkeypatch.setattr(workflow.StarRoundStage, "process", step)
-    metadata = fuzzy(tmp_path, "rounds")  # resumes: rounds 0 and 1 are done
+    metadata = fuzzy(tmp_path, "rounds", in_memory_components_bytes=0)  # resumes: rounds 0 and 1 are done
     rounds = [phase for phase in metadata["phases_run"] if phase.startswith("star-round-")]
     print(f"star rounds run after the failure: {rounds}")
     assert rounds[0] == "star-round-2" and metadata["phases_run"][0] == "star-round-2"
@@ -272,4 +272,4 @@ def test_star_rounds_on_beam_find_the_components_the_in_memory_path_finds(tmp_pa
     groups = [pd.read_parquet(tmp_path / name / "ConnectedComponentsStage").sort_values("doc_id").reset_index(drop=True)
               for name in ("memory", "rounds")]
     assert groups[0].equals(groups[1]) and len(list((tmp_path / "rounds" / "ConnectedComponentsStage").iterdir())) > 1
-    assert fuzzy(tmp_path, "rounds")["phases_run"] == []
+    assert fuzzy(tmp_path, "rounds")["phases_run"] == [], "a rerun that could go in memory reuses the rounds' result"

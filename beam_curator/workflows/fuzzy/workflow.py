@@ -12,7 +12,8 @@ lays out its cache:
 3. ``edges``: one task per bucket file, into ``<cache>/BucketsToEdgesStage/``;
 4. ``connected_components``: ``<cache>/ConnectedComponentsStage/part.<n>.parquet``
    (id, ``_duplicate_group_id``: the least id of its component), in memory
-   (scipy) up to ``IN_MEMORY_EDGES`` edges; above, by rounds of large-star
+   (scipy) when the graph fits the memory bound measured on a sample of its
+   edges (``dedup/fuzzy/memory_bound.py``); else by rounds of large-star
    and small-star steps, each a Beam pipeline over the edges bucketed by id
    (``<cache>/fuzzy/star_rounds/round_<r>/``) and a phase of its own
    (``star-round-<r>``), until a round finds the graph settled into stars;
@@ -36,6 +37,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from beam_curator.dedup.fuzzy.lsh import component_groups
+from beam_curator.dedup.fuzzy.memory_bound import SAMPLE_EDGES, in_memory_edge_limit
 from beam_curator.dedup.fuzzy.minhash import permutation_seeds
 from beam_curator.errors import CuratorError
 from beam_curator.writing import write_atomically
@@ -63,11 +65,9 @@ logger = logging.getLogger(__name__)
 
 DUPLICATES_FOLDER = "FuzzyDuplicateIds"  # NeMo Curator's names
 ID_GENERATOR_FILENAME = "fuzzy_id_generator.json"
-# (key, id) records an LSH task holds (about 400 MB at NeMo's 13 minhashes per band).
+# (key, id) records an LSH task holds (about 400 MB at NeMo's 13 minhashes per band), and the rows
+# of a star round's task.
 RECORDS_PER_PARTITION = 1 << 23
-# Edges the connected components phase holds in memory (about 16 bytes per edge and per id: under 2 GB);
-# larger graphs go by star rounds on Beam, whose tasks hold RECORDS_PER_PARTITION rows each.
-IN_MEMORY_EDGES = 50_000_000
 MAX_STAR_ROUNDS = 200
 PHASES = ("minhash", "lsh", "edges", "connected_components", "identification", "removal")
 
@@ -79,7 +79,9 @@ class FuzzyDeduplicationWorkflow(PerFileDeduplication):
     Parameters are NeMo Curator's, in its order (``cache_path`` first) and with
     its defaults; ``lsh_num_output_partitions`` sets the LSH partitions (default:
     as many as keep a task under ``RECORDS_PER_PARTITION`` records). Ours beside
-    NeMo's: ``id_field`` (default: generate ids into ``_curator_dedup_id``, as
+    NeMo's: ``in_memory_components_bytes`` (the memory connected components may
+    take in this process, default half of what is available; a graph that needs
+    more goes by star rounds on Beam, and 0 sends every graph there), ``id_field`` (default: generate ids into ``_curator_dedup_id``, as
     NeMo Curator always does), ``files_per_partition`` (removal's grouping instead
     of ``input_blocksize``; minhashing reads one file per partition), ``output_filetype``, ``on_bad_record``,
     ``input_fingerprint``, ``wait``, ``clear_output``, ``verbose`` and the
@@ -107,6 +109,7 @@ class FuzzyDeduplicationWorkflow(PerFileDeduplication):
         use_64_bit_hash: bool = False,
         bands_per_iteration: int = 5,
         lsh_num_output_partitions: int | None = None,
+        in_memory_components_bytes: int | None = None,
         id_field: str | None = None,
         files_per_partition: int | None = None,
         output_filetype: str | None = None,
@@ -126,6 +129,8 @@ class FuzzyDeduplicationWorkflow(PerFileDeduplication):
             raise ValueError("bands_per_iteration must be between [1, num_bands]")
         if char_ngrams < 1 or minhashes_per_band < 1 or (lsh_num_output_partitions or 1) < 1:
             raise ValueError("char_ngrams, minhashes_per_band and lsh_num_output_partitions must be positive")
+        if in_memory_components_bytes is not None and in_memory_components_bytes < 0:
+            raise ValueError(f"in_memory_components_bytes must be 0 or more, not {in_memory_components_bytes}")
         self._configure(
             output_path=output_path, cache_path=cache_path, input_path=input_path, input_filetype=input_filetype,
             output_filetype=output_filetype, input_file_extensions=input_file_extensions, text_field=text_field,
@@ -142,6 +147,7 @@ class FuzzyDeduplicationWorkflow(PerFileDeduplication):
         self.minhashes_per_band = minhashes_per_band
         self.bands_per_iteration = bands_per_iteration
         self.partitions = lsh_num_output_partitions
+        self.in_memory_components_bytes = in_memory_components_bytes
         self.minhashes = f"{self.cache_path}/MinHashStage"
         self.buckets = f"{self.cache_path}/LSHStage"
         self.edges = f"{self.cache_path}/BucketsToEdgesStage"
@@ -211,9 +217,21 @@ class FuzzyDeduplicationWorkflow(PerFileDeduplication):
         return self.book.run_afresh("edges", key, stages, f"{self.cache_path}/checkpoints/edges", [self.edges], counted)
 
     def _connected_components(self, edges: dict[str, Any]) -> dict[str, Any]:
-        """In memory up to ``IN_MEMORY_EDGES`` edges, else by star rounds on Beam."""
-        if edges["edges"] > IN_MEMORY_EDGES:
-            return self._star_rounds(edges)
+        """In memory when the graph fits the bound measured on its first edges, else by star rounds on Beam;
+        a rerun reuses what either found (the memory at hand may differ from the last run's)."""
+        parts = max(1, -(-2 * edges["edges"] // RECORDS_PER_PARTITION))
+        star_key = digest([edges["fingerprint"], parts])
+        for key in (edges["fingerprint"], star_key):
+            if self.book.is_done("connected_components", key):
+                logger.info("connected_components: inputs unchanged, reusing %s", self.components)
+                return dict(self.book.details("connected_components")["results"])
+        sample = self._edge_sample()
+        limit, per_edge = in_memory_edge_limit(sample.column(0).combine_chunks(), sample.column(1).combine_chunks(),
+                                               self.in_memory_components_bytes)
+        logger.info("connected components: %d edges; %.0f bytes per edge measured on %d, so in memory up to %d",
+                    edges["edges"], per_edge, sample.num_rows, limit)
+        if edges["edges"] > limit:
+            return self._star_rounds(star_key, parts)
 
         def components() -> dict[str, Any]:
             table = pa.concat_tables([read_parquet(url) for url in files_below(self.edges)])
@@ -226,14 +244,20 @@ class FuzzyDeduplicationWorkflow(PerFileDeduplication):
         return self.book.run_afresh("connected_components", edges["fingerprint"], [], None, [self.components],
                                     components)
 
-    def _star_rounds(self, edges: dict[str, Any]) -> dict[str, Any]:
+    def _edge_sample(self) -> pa.Table:
+        """The first ``SAMPLE_EDGES`` edges (all of a smaller graph), for measuring the memory per edge."""
+        tables, rows = [], 0
+        for url in files_below(self.edges):
+            tables.append(read_parquet(url))
+            rows += tables[-1].num_rows
+            if rows >= SAMPLE_EDGES:
+                break
+        return pa.concat_tables(tables).slice(0, SAMPLE_EDGES)
+
+    def _star_rounds(self, key: str, parts: int) -> dict[str, Any]:
         """Large-star and small-star steps in turn (``dedup/fuzzy/components.py``),
-        each round a Beam pipeline of one task per id bucket and a phase of its
-        own in the book, until a round finds its input settled into stars."""
-        parts = max(1, -(-2 * edges["edges"] // RECORDS_PER_PARTITION))
-        key = digest([edges["fingerprint"], parts])
-        if self.book.is_done("connected_components", key):
-            return dict(self.book.details("connected_components")["results"])
+        each round a Beam pipeline of one task per id bucket (``parts``) and a
+        phase of its own in the book, until a round finds its input settled into stars."""
         rounds = f"{self.cache_path}/fuzzy/star_rounds"
         files = files_below(self.edges)
         previous = self._round(0, key, [ListIdBucketsStage(len(files)), ScatterEdgesStage(files, parts)], rounds)

@@ -1,0 +1,72 @@
+"""The in-memory bound of connected components, measured where they run."""
+
+from __future__ import annotations
+
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from beam_curator.dedup.fuzzy import memory_bound
+from beam_curator.dedup.fuzzy.memory_bound import available_memory, in_memory_edge_limit, peak_bytes_per_edge
+
+
+def edges(count: int, width: int | None = None) -> tuple[pa.Array, pa.Array]:
+    """Random edges among ``count`` documents: 64-bit ids, or strings of ``width`` characters."""
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, count, count), rng.integers(0, count, count)
+    if width is None:
+        return pa.array(x), pa.array(y)
+    return tuple(pa.array([str(value).zfill(width) for value in ends]) for ends in (x, y))
+
+
+def test_the_measure_counts_the_edges_and_what_finding_components_allocates() -> None:
+    x, y = edges(200_000)
+    per_edge = peak_bytes_per_edge(x, y)
+    assert per_edge > 2 * 16, "the edges alone take 16 bytes each; the sort, index and graph more"
+    wide = peak_bytes_per_edge(*edges(200_000, width=60))
+    assert wide > per_edge + 100, (wide, per_edge)  # two 60-byte strings per edge, and as many vertices
+
+
+def test_measuring_leaves_arrow_and_tracemalloc_as_it_found_them() -> None:
+    pool = pa.default_memory_pool()
+    peak_bytes_per_edge(*edges(1000))
+    assert pa.default_memory_pool().backend_name == pool.backend_name and not tracemalloc.is_tracing()
+    tracemalloc.start()
+    try:
+        peak_bytes_per_edge(*edges(1000))
+        assert tracemalloc.is_tracing(), "a caller's tracing was stopped"
+    finally:
+        tracemalloc.stop()
+
+
+def test_the_limit_is_the_memory_over_the_measured_peak_per_edge() -> None:
+    x, y = edges(50_000)
+    limit, per_edge = in_memory_edge_limit(x, y, memory=10_000_000)
+    assert limit == int(10_000_000 // per_edge) and in_memory_edge_limit(x, y, memory=0)[0] == 0
+    default, per_edge = in_memory_edge_limit(x, y)
+    expected = available_memory() * memory_bound.MEMORY_SHARE / per_edge
+    assert 0.8 * expected < default < 1.2 * expected
+
+
+def test_a_cgroup_limit_below_the_machine_bounds_the_memory(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(memory_bound, "_CGROUP", tmp_path)
+    (tmp_path / "memory.max").write_text("max\n")
+    (tmp_path / "memory.current").write_text(f"{1 << 30}\n")
+    machine = available_memory()
+    (tmp_path / "memory.max").write_text(f"{3 << 28}\n")
+    (tmp_path / "memory.current").write_text(f"{1 << 28}\n")
+    assert machine > 1 << 29 and available_memory() == 1 << 29
+    (tmp_path / "memory.current").write_text(f"{1 << 30}\n")
+    assert available_memory() == 0
+    monkeypatch.setattr(memory_bound, "_CGROUP", tmp_path / "absent")
+    assert abs(available_memory() - machine) < 0.2 * machine
+
+
+def test_a_negative_memory_is_refused_at_construction(tmp_path: Path) -> None:
+    from beam_curator.workflows import FuzzyDeduplicationWorkflow
+
+    with pytest.raises(ValueError, match="in_memory_components_bytes must be 0 or more"):
+        FuzzyDeduplicationWorkflow(str(tmp_path), str(tmp_path), str(tmp_path), in_memory_components_bytes=-1)
