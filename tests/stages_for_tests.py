@@ -206,25 +206,52 @@ def kill_once(command: list[str], progress: Callable[[], int], log: Path, at: in
     process.wait(timeout=30)
 
 
-def kill_in_phase_and_resume(tmp_path: Path, workflow: str, outputs: str, at: int,
-                             run: Callable[[str], dict], setup: str = "") -> list[str]:
-    """The kill-and-resume check of the deduplication workflows.
-
-    ``workflow`` (a constructor call of ``beam_curator.workflows``, reading
-    ``sys.argv[1]`` as output and ``sys.argv[2]`` as input) runs in a
-    subprocess on ``tmp_path/out`` and ``tmp_path/input`` and is SIGKILLed
-    once ``at`` files match ``outputs`` under ``out``; ``run("out")`` then
-    resumes it and ``run("fresh")`` runs afresh, and both must keep the same
-    documents. ``setup`` (Python code) runs in the subprocess first. Returns
-    the phases the resumed run ran, for the caller to check that it redid no
-    earlier phase than the killed one.
-    """
+def kill_in_phase(tmp_path: Path, workflow: str, outputs: str, at: int, setup: str = "",
+                  whole_group: bool = False, **settings: object) -> None:
+    """Run ``workflow`` (a constructor call of ``beam_curator.workflows``,
+    reading ``sys.argv[1]`` as output and ``sys.argv[2]`` as input; ``settings``
+    are added to its arguments) in a subprocess on ``tmp_path/out`` and
+    ``tmp_path/input``, and SIGKILL it (``kill_once``) once ``at`` files match
+    ``outputs`` under ``out``. ``setup`` (Python code) runs in the subprocess first."""
     name = workflow.split("(")[0]
-    code = "; ".join(filter(None, ["import sys", setup, f"from beam_curator.workflows import {name}", f"{workflow}.run()"]))
+    call = workflow[:-1] + "".join(f", {key}={value!r}" for key, value in settings.items()) + ")"
+    code = "; ".join(filter(None, ["import sys", setup, f"from beam_curator.workflows import {name}", f"{call}.run()"]))
     command = [sys.executable, "-c", code, str(tmp_path / "out"), str(tmp_path / "input")]
-    kill_once(command, lambda: len(list((tmp_path / "out").glob(outputs))), tmp_path / "killed.log", at)
+    kill_once(command, lambda: len(list((tmp_path / "out").glob(outputs))), tmp_path / "killed.log", at, whole_group)
+
+
+def kill_in_phase_and_resume(tmp_path: Path, workflow: str, outputs: str, at: int,
+                             run: Callable[[str], dict], setup: str = "", **settings: object) -> list[str]:
+    """The kill-and-resume check of the deduplication workflows on the local
+    runner: ``kill_in_phase``, then ``run("out")`` resumes the run and
+    ``run("fresh")`` runs afresh, and both must keep the same documents.
+    Returns the phases the resumed run ran, for the caller to check that it
+    redid no earlier phase than the killed one.
+    """
+    kill_in_phase(tmp_path, workflow, outputs, at, setup, **settings)
     phases = run("out")["phases_run"]
     run("fresh")
     kept = [sorted(map(str, written_records(tmp_path / name / "deduplicated"))) for name in ("out", "fresh")]
     assert kept[0] == kept[1]
     return phases
+
+
+def killed_on_a_runner_and_resumed(tmp_path: Path, workflow: str, killed: tuple[str, str, int], phases: list[str],
+                                   run: Callable[..., dict], listed: Callable[[str], list], runner: dict,
+                                   after_kill: Callable[[], None] | None = None) -> None:
+    """The check of a deduplication workflow on a runner with workers:
+    ``workflow`` on ``runner``, SIGKILLed in phase ``killed[0]`` (once
+    ``killed[2]`` files match ``killed[1]``; with ``after_kill``, its whole
+    process group, then ``after_kill()``), is resumed on the same runner by
+    ``run("out", **runner)``, which starts in that phase or the next, never
+    earlier, and lists (``listed(name)``) what ``run("local")`` lists on the
+    local runner."""
+    phase, outputs, at = killed
+    kill_in_phase(tmp_path, workflow, outputs, at, whole_group=after_kill is not None, **runner)
+    if after_kill:
+        after_kill()
+    phases_run = run("out", **runner)["phases_run"]
+    first = phases.index(phase)
+    assert phases_run in (phases[first:], phases[first + 1:]), phases_run
+    run("local")
+    assert listed("out") == listed("local")

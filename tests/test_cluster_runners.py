@@ -26,7 +26,7 @@ import pytest
 from beam_curator.checkpoint import open_store
 from beam_curator.runners import WorkerPool
 from beam_curator.runners.job_server import JOB_SERVERS, job_server_jar
-from stages_for_tests import kill_once, run_and_resume
+from stages_for_tests import killed_on_a_runner_and_resumed, run_and_resume
 
 TESTS_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS_DIR / "scripts"))
@@ -371,52 +371,45 @@ def test_an_input_error_on_the_engines_workers_reaches_the_api_as_itself(
 
 # ---- exact and fuzzy deduplication ---------------------------------------------------------------
 
-# workflow: (its constructor in the killed driver, the phase killed, outputs showing that phase under way and how
-# many, the workflow's phases). Hashing is a per-file phase; lsh one run afresh with a checkpoint per task.
-DEDUP_KILLS = {
-    "exact": ("ExactDeduplicationWorkflow(out, source, input_filetype='jsonl', assign_id=False, id_field='doc_id', "
-              "**runner)", "hashing", "exact/hashes/[!.]*.parquet", 2, ["hashing", "identification"]),
-    "fuzzy": ("FuzzyDeduplicationWorkflow(out, out, source, input_filetype='jsonl', id_field='doc_id', **runner)",
-              "lsh", "LSHStage/*/[!.]*.parquet", 1, list(fuzzy_tests.PHASES[:-1])),
-}
-
-
 @pytest.mark.parametrize("workflow", ["exact", "fuzzy"])
 @pytest.mark.parametrize("engine", ["flink", "spark"])
 def test_exact_and_fuzzy_dedup_killed_on_a_cluster_resume_to_the_local_runners_ids(
     request: pytest.FixtureRequest, tmp_path: Path, pool: WorkerPool, engine: str, workflow: str,
 ) -> None:
     """SIGKILL of the driver and the job server it started while a phase runs
-    on the engine, whose job is then cancelled, as a crash of the submitting
-    machine would leave it; the rerun on the same cluster starts in that
-    phase or the next, never earlier, and lists the ids the local runner
-    lists (the planted ones). On Flink the rerun's pipelines share one job
-    server (``SharedJobServerFlinkRunner``)."""
+    on the engine (exact: hashing, a phase per input file; fuzzy: lsh, a phase
+    run afresh with a checkpoint per task), whose job is then cancelled, as a
+    crash of the submitting machine would leave it; the rerun on the same
+    cluster starts in that phase or the next and lists the local runner's ids
+    (the planted ones). On Flink the rerun's pipelines share one job server
+    (``SharedJobServerFlinkRunner``)."""
     from beam_curator.runners import flink_runner
 
     cluster, runner = _engine(request, engine)
-    runner = {**runner, **pool.settings()}
-    constructor, phase, outputs, at, phases = DEDUP_KILLS[workflow]
+
+    def cancel_the_job() -> None:
+        job = _running_job(cluster)
+        if job:
+            cluster.cancel(job) if engine == "flink" else cluster.kill_application(job)
+        _wait_until_idle(cluster)
+
+    servers = len(flink_runner._JOB_SERVERS)
     if workflow == "exact":
         exact_tests.write_corpus(tmp_path / "input", files=6, per_file=6)
         planted = exact_tests.expected(tmp_path / "input")
-        run, listed = exact_tests.exact, lambda name: exact_tests.removed(tmp_path / name, "doc_id")
+        killed_on_a_runner_and_resumed(tmp_path, exact_tests.KILLED_RUN, exact_tests.KILLED_IN_HASHING,
+                                       ["hashing", "identification"],
+                                       lambda name, **settings: exact_tests.exact(tmp_path, name, **settings),
+                                       lambda name: exact_tests.removed(tmp_path / name, "doc_id"),
+                                       {**runner, **pool.settings()}, cancel_the_job)
+        assert exact_tests.removed(tmp_path / "local", "doc_id") == planted
     else:
         planted = fuzzy_tests.expected(fuzzy_tests.write_corpus(tmp_path / "input", files=3, per_file=9))
-        run, listed = fuzzy_tests.fuzzy, lambda name: fuzzy_tests.removed(tmp_path / name)
-    code = ("import sys; from beam_curator.workflows import ExactDeduplicationWorkflow, FuzzyDeduplicationWorkflow; "
-            f"out, source, runner = sys.argv[1], sys.argv[2], {runner!r}; {constructor}.run()")
-    command = [sys.executable, "-c", code, str(tmp_path / "out"), str(tmp_path / "input")]
-    kill_once(command, lambda: len(list((tmp_path / "out").glob(outputs))), tmp_path / "killed.log", at,
-              whole_group=True)
-    job = _running_job(cluster)
-    if job:
-        cluster.cancel(job) if engine == "flink" else cluster.kill_application(job)
-    _wait_until_idle(cluster)
-    servers = len(flink_runner._JOB_SERVERS)
-    phases_run = run(tmp_path, "out", **runner)["phases_run"]
-    assert phases_run in (phases[phases.index(phase):], phases[phases.index(phase) + 1:]), phases_run
-    run(tmp_path, "local")
-    assert listed("out") == listed("local") == planted and planted
+        killed_on_a_runner_and_resumed(tmp_path, fuzzy_tests.KILLED_RUN, fuzzy_tests.KILLED_IN_LSH,
+                                       list(fuzzy_tests.PHASES[:-1]),
+                                       lambda name, **settings: fuzzy_tests.fuzzy(tmp_path, name, **settings),
+                                       lambda name: fuzzy_tests.removed(tmp_path / name),
+                                       {**runner, **pool.settings()}, cancel_the_job)
+        assert fuzzy_tests.removed(tmp_path / "local") == planted
     if engine == "flink":
         assert len(flink_runner._JOB_SERVERS) - servers <= 1, "each pipeline of the rerun started a job server"

@@ -16,7 +16,7 @@ from beam_curator.errors import CuratorSettingsError
 from beam_curator.workflows import ExactDeduplicationWorkflow
 from beam_curator.workflows.exact.identification import bucket_count, digest_range, removal_ids
 from beam_curator.workflows.semantic.ids import FileRegistry
-from stages_for_tests import kill_in_phase_and_resume
+from stages_for_tests import kill_in_phase_and_resume, killed_on_a_runner_and_resumed
 
 GENERATED = "_curator_dedup_id"
 
@@ -166,6 +166,11 @@ def test_reruns_follow_changed_added_and_removed_files_like_a_fresh_run(tmp_path
     assert texts[0] == texts[1]
 
 
+KILLED_RUN = ("ExactDeduplicationWorkflow(sys.argv[1], sys.argv[2], input_filetype='jsonl', assign_id=False, "
+              "id_field='doc_id')")
+KILLED_IN_HASHING = ("hashing", "exact/hashes/[!.]*.parquet", 2)
+
+
 @pytest.mark.parametrize(("phase", "outputs", "at"), [
     ("hashing", "exact/hashes/[!.]*.parquet", 5),
     ("identification", "ExactDuplicateIds/[!.]*.parquet", 1),
@@ -175,10 +180,8 @@ def test_a_run_killed_in_a_phase_resumes_and_matches_a_fresh_run(tmp_path: Path,
     """The rerun starts in the killed phase, or in the next where the kill
     came after the phase's last write, and ends where a fresh run ends."""
     write_corpus(tmp_path / "input", files=60, per_file=3)
-    workflow = ("ExactDeduplicationWorkflow(sys.argv[1], sys.argv[2], input_filetype='jsonl', assign_id=False, "
-                "id_field='doc_id', perform_removal=True)")
-    phases_run = kill_in_phase_and_resume(tmp_path, workflow, outputs, at,
-                                          lambda name: exact(tmp_path, name, perform_removal=True))
+    phases_run = kill_in_phase_and_resume(tmp_path, KILLED_RUN, outputs, at,
+                                          lambda name: exact(tmp_path, name, perform_removal=True), perform_removal=True)
     later = ["hashing", "identification", "removal"][["hashing", "identification"].index(phase):]
     assert phases_run in (later, later[1:]), phases_run
     assert removed(tmp_path / "out", "doc_id") == removed(tmp_path / "fresh", "doc_id") == expected(tmp_path / "input")
@@ -200,8 +203,9 @@ def test_the_exact_command_prints_a_summary_and_says_when_nothing_is_left(tmp_pa
     assert exit_.value.code == 2
 
 
-def test_runners_with_workers_list_the_ids_the_local_runner_lists(tmp_path: Path, worker_runner: dict) -> None:
-    write_corpus(tmp_path / "input")
-    exact(tmp_path, "local")
-    exact(tmp_path, "workers", **worker_runner)
-    assert removed(tmp_path / "local", "doc_id") == removed(tmp_path / "workers", "doc_id") == expected(tmp_path / "input")
+def test_runners_with_workers_resume_a_killed_run_to_the_local_runners_ids(tmp_path: Path, worker_runner: dict) -> None:
+    write_corpus(tmp_path / "input", files=6, per_file=6)
+    killed_on_a_runner_and_resumed(tmp_path, KILLED_RUN, KILLED_IN_HASHING, ["hashing", "identification"],
+                                   lambda name, **settings: exact(tmp_path, name, **settings),
+                                   lambda name: removed(tmp_path / name, "doc_id"), worker_runner)
+    assert removed(tmp_path / "local", "doc_id") == expected(tmp_path / "input")

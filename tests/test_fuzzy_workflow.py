@@ -14,7 +14,7 @@ import pytest
 from beam_curator.cli.main import main
 from beam_curator.workflows import FuzzyDeduplicationWorkflow
 from beam_curator.workflows.fuzzy.workflow import PHASES
-from stages_for_tests import kill_in_phase_and_resume
+from stages_for_tests import kill_in_phase_and_resume, killed_on_a_runner_and_resumed
 
 GENERATED = "_curator_dedup_id"
 GROUP = "_duplicate_group_id"
@@ -176,8 +176,8 @@ def test_planted_near_copies_match_brute_force_and_are_removed(tmp_path: Path) -
     assert removed(tmp_path / "out") == removed(tmp_path / "fresh") and changed["num_duplicates"] < 40
 
 
-KILLED_RUN = ("FuzzyDeduplicationWorkflow(sys.argv[1], sys.argv[1], sys.argv[2], input_filetype='jsonl', "
-              "id_field='doc_id', perform_removal=True)")
+KILLED_RUN = "FuzzyDeduplicationWorkflow(sys.argv[1], sys.argv[1], sys.argv[2], input_filetype='jsonl', id_field='doc_id')"
+KILLED_IN_LSH = ("lsh", "LSHStage/*/[!.]*.parquet", 1)
 
 
 @pytest.mark.parametrize(("phase", "outputs", "at"), [
@@ -195,7 +195,7 @@ def test_a_run_killed_in_each_phase_resumes_and_matches_a_fresh_run(tmp_path: Pa
     the next test kills inside them), and ends where a fresh run ends."""
     texts = write_corpus(tmp_path / "input", files=40, per_file=3)
     phases_run = kill_in_phase_and_resume(tmp_path, KILLED_RUN, outputs, at,
-                                          lambda name: fuzzy(tmp_path, name, perform_removal=True))
+                                          lambda name: fuzzy(tmp_path, name, perform_removal=True), perform_removal=True)
     later = list(PHASES[PHASES.index(phase):])
     assert phases_run in (later, later[1:]), phases_run
     assert removed(tmp_path / "out") == removed(tmp_path / "fresh") == expected(texts)
@@ -217,8 +217,8 @@ def test_a_run_killed_in_a_star_round_resumes_from_that_round(tmp_path: Path, mo
 
     texts = write_corpus(tmp_path / "input", files=3, per_file=12)
     setup = "import beam_curator.workflows.fuzzy.workflow as w; w.RECORDS_PER_PARTITION = 100"
-    on_beam = KILLED_RUN[:-1] + ", in_memory_components_bytes=0)"
-    phases_run = kill_in_phase_and_resume(tmp_path, on_beam, "fuzzy/star_rounds/round_1/[!.]*", 1, run, setup)
+    phases_run = kill_in_phase_and_resume(tmp_path, KILLED_RUN, "fuzzy/star_rounds/round_1/[!.]*", 1, run, setup,
+                                          perform_removal=True, in_memory_components_bytes=0)
     assert phases_run[0] in ("star-round-1", "star-round-2") and "edges" not in phases_run, phases_run
     assert removed(tmp_path / "out") == removed(tmp_path / "fresh") == expected(texts)
 
@@ -237,11 +237,12 @@ def test_the_fuzzy_command_prints_a_summary(tmp_path: Path, capsys) -> None:
     assert exit_.value.code == 2 and "did you mean --num-bands" in capsys.readouterr().err
 
 
-def test_runners_with_workers_list_the_ids_the_local_runner_lists(tmp_path: Path, worker_runner: dict) -> None:
+def test_runners_with_workers_resume_a_killed_run_to_the_local_runners_ids(tmp_path: Path, worker_runner: dict) -> None:
     texts = write_corpus(tmp_path / "input", files=3, per_file=9)
-    fuzzy(tmp_path, "local")
-    fuzzy(tmp_path, "workers", **worker_runner)
-    assert removed(tmp_path / "local") == removed(tmp_path / "workers") == expected(texts)
+    killed_on_a_runner_and_resumed(tmp_path, KILLED_RUN, KILLED_IN_LSH, list(PHASES[:-1]),
+                                   lambda name, **settings: fuzzy(tmp_path, name, **settings),
+                                   lambda name: removed(tmp_path / name), worker_runner)
+    assert removed(tmp_path / "local") == expected(texts)
 
 
 def test_star_rounds_on_beam_find_the_components_the_in_memory_path_finds(tmp_path: Path, monkeypatch) -> None:
