@@ -62,7 +62,7 @@ def pair_members(removed: set[str]) -> list[set[str]]:
 
 def test_kmeans_put_the_two_copies_of_every_pair_in_different_clusters(runs) -> None:
     _, base = runs["plain"]
-    folder = base / "cache" / "semantic_dedup" / "kmeans_results" / "embs_by_nearest_center"
+    folder = base / "cache" / "kmeans_results" / "embs_by_nearest_center"
     cluster = {
         doc_id: int(part.name.split("=")[1])
         for part in folder.iterdir()
@@ -78,7 +78,7 @@ def test_plain_mode_misses_the_straddling_pairs_and_cross_cluster_finds_each_onc
     assert all(not found for found in pair_members(plain))
     assert all(len(found) == 1 for found in pair_members(cross))
     assert cross - plain == set().union(*pair_members(cross)), "the cross pass removed something else"
-    assert (runs["cross"][1] / "cache" / "semantic_dedup" / "kmeans_results" / "embs_by_second_center").is_dir()
+    assert (runs["cross"][1] / "cache" / "kmeans_results" / "embs_by_second_center").is_dir()
 
 
 def test_recall_report_shows_cross_cluster_recall_at_least_plain_at_every_eps(runs) -> None:

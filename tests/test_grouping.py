@@ -36,7 +36,7 @@ def run(embeddings: Path, base: Path, **settings: object) -> Path:
         str(embeddings), str(base / "output"), str(base / "cache"), n_clusters=CLUSTERS, eps=0.01,
         runner="local", **settings,
     ).run()
-    return base / "cache" / "semantic_dedup" / "kmeans_results"
+    return base / "cache" / "kmeans_results"
 
 
 def folder_ids(root: Path, key: str = "nearest_cent") -> dict[int, list[int]]:

@@ -1,6 +1,7 @@
 """The k-means sample is drawn by Beam workers, one partition per embeddings
 file, so the driver reads only ``kmeans_max_sample_bytes`` of vectors: what
-is drawn, that the draw repeats, and that a finished sample is not drawn again."""
+is drawn, that the draw repeats, that a finished sample is not drawn again,
+and that a lost one is."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def run(embeddings: Path, base: Path, seed: int = 42) -> pd.DataFrame:
         str(embeddings), str(base / "output"), str(base / "cache"), n_clusters=5, eps=0.01, seed=seed,
         kmeans_max_sample_bytes=SAMPLE_ROWS * DIMS * 4, runner="local",
     ).run()
-    files = sorted((base / "cache" / "semantic_dedup" / "kmeans_sample").glob("*.parquet"))
+    files = sorted((base / "cache" / "kmeans_sample").glob("*.parquet"))
     return pd.concat([pd.read_parquet(f).assign(file=f.name) for f in files], ignore_index=True)
 
 
@@ -71,13 +72,27 @@ def test_a_sample_smaller_than_k_says_what_to_change(embeddings, tmp_path):
 def test_a_finished_sample_is_not_drawn_again(embeddings, tmp_path):
     folder, _ = embeddings
     run(folder, tmp_path)
-    sample = tmp_path / "cache" / "semantic_dedup" / "kmeans_sample"
+    sample = tmp_path / "cache" / "kmeans_sample"
     before = file_times(sample)
     # Centroids lost (as if the run died between the sample and the fit): only the fit is redone.
-    (tmp_path / "cache" / "semantic_dedup" / "kmeans_results" / "kmeans_centroids.npy").unlink()
+    (tmp_path / "cache" / "kmeans_results" / "kmeans_centroids.npy").unlink()
     for marker in (tmp_path / "cache" / "checkpoints" / "phases").glob("kmeans*"):
         if "started" not in marker.name:
             marker.unlink()
     run(folder, tmp_path)
     assert file_times(sample) == before
-    assert (tmp_path / "cache" / "semantic_dedup" / "kmeans_results" / "kmeans_centroids.npy").exists()
+    assert (tmp_path / "cache" / "kmeans_results" / "kmeans_centroids.npy").exists()
+
+
+def test_a_lost_sample_is_drawn_again_before_the_fit(embeddings, tmp_path):
+    folder, _ = embeddings
+    drawn = run(folder, tmp_path)
+    centroids = tmp_path / "cache" / "kmeans_results" / "kmeans_centroids.npy"
+    fitted = np.load(centroids)
+    # Sample and centroids lost with the sampling checkpoint intact: its partitions see their files gone.
+    for file in (tmp_path / "cache" / "kmeans_sample").glob("*.parquet"):
+        file.unlink()
+    centroids.unlink()
+    redrawn = run(folder, tmp_path)
+    pd.testing.assert_frame_equal(redrawn, drawn)
+    np.testing.assert_array_equal(np.load(centroids), fitted)

@@ -261,6 +261,6 @@ def test_repeated_ids_are_found_by_workers_bucket_by_bucket(tmp_path: Path, monk
     with pytest.raises(CuratorInputError) as caught:
         run_embeddings(embeddings, tmp_path, n_clusters=2, eps=0.01)
     assert "2 id(s) in 'id' occur more than once across the input, e.g. ['d3', 'd9']" in str(caught.value)
-    repeated = tmp_path / "output" / "semantic_dedup" / "id_check" / "repeated"
+    repeated = tmp_path / "output" / "id_check" / "repeated"
     assert len(list(repeated.glob("bucket_*.parquet"))) == 8
-    assert not (tmp_path / "output" / "semantic_dedup" / "kmeans_results" / "kmeans_centroids.npy").exists()
+    assert not (tmp_path / "output" / "kmeans_results" / "kmeans_centroids.npy").exists()

@@ -48,4 +48,4 @@ def test_a_workflow_on_memory_urls_finds_what_it_finds_on_disk(memory, tmp_path)
     assert sorted(in_memory["id"]) == sorted(expected["id"])
     # Checkpoints went to the fsspec store (no LMDB on an object store), and the range files were cleaned up.
     assert memory.glob("/semdedup/cache/checkpoints/pairwise/.beam_curator_metadata/*/*.json")
-    assert not memory.exists("/semdedup/cache/semantic_dedup/kmeans_results/members_by_range")
+    assert not memory.exists("/semdedup/cache/kmeans_results/members_by_range")

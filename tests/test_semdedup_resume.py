@@ -62,7 +62,7 @@ def reference_duplicates(embeddings: Path, base: Path) -> pd.DataFrame:
 def test_a_killed_run_resumes_from_its_checkpoint_and_matches_an_uninterrupted_run(tmp_path: Path) -> None:
     embeddings = synthetic_embeddings(tmp_path / "embeddings")
     output, cache = tmp_path / "output", tmp_path / "cache"
-    pairwise = cache / "semantic_dedup" / "pairwise_results"
+    pairwise = cache / "pairwise_results"
     # 10 rows per range: one range per cluster, 200 pairwise partitions.
     command = [sys.executable, str(SCRIPTS_DIR / "semdedup_resume_run.py"), str(embeddings), str(output), str(cache), "10"]
 
@@ -92,7 +92,7 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_matches_an_uninterrupted_r
 def test_a_run_killed_while_grouping_by_cluster_resumes_the_remaining_ranges(tmp_path: Path) -> None:
     embeddings = synthetic_embeddings(tmp_path / "embeddings")
     output, cache = tmp_path / "output", tmp_path / "cache"
-    by_cluster = cache / "semantic_dedup" / "kmeans_results" / "embs_by_nearest_center"
+    by_cluster = cache / "kmeans_results" / "embs_by_nearest_center"
     # 10 rows per range: one range per cluster, 200 grouping partitions.
     command = [sys.executable, str(SCRIPTS_DIR / "semdedup_resume_run.py"), str(embeddings), str(output), str(cache), "10"]
 

@@ -43,7 +43,7 @@ def clustered(folder: Path, output: Path, **settings: object) -> pd.DataFrame:
         embedding_field="embeddings", metadata_fields=["random_col"], embedding_dim=DIMS, random_state=42,
         eps=0.01, **settings,
     ).run()
-    return pd.read_parquet(output / "semantic_dedup" / "kmeans_results" / "embs_by_nearest_center").sort_values("id")
+    return pd.read_parquet(output / "kmeans_results" / "embs_by_nearest_center").sort_values("id")
 
 
 @pytest.mark.parametrize(("fraction", "least_ari"), [(None, 0.99), (0.5, 0.95)])
@@ -52,7 +52,7 @@ def test_blobs_are_recovered_and_every_row_labelled(blobs, tmp_path, fraction, l
     frame = clustered(folder, tmp_path, fit_data_fraction=fraction)
     assert frame["id"].tolist() == list(range(len(truth)))
     assert adjusted_rand_score(truth, frame["nearest_cent"].astype(int)) > least_ari
-    centroids = np.load(tmp_path / "semantic_dedup" / "kmeans_results" / "kmeans_centroids.npy")
+    centroids = np.load(tmp_path / "kmeans_results" / "kmeans_centroids.npy")
     assert centroids.shape == (CLUSTERS, DIMS)
 
 
@@ -61,7 +61,7 @@ def test_output_columns_types_and_partitions(blobs, tmp_path):
     assert {"id", "embeddings", "random_col", "nearest_cent", "l2_dist_to_cent", "cosine_dist_to_cent"} <= set(frame.columns)
     assert frame["id"].dtype == np.int64
     assert frame["l2_dist_to_cent"].dtype == np.float32 and frame["cosine_dist_to_cent"].dtype == np.float32
-    folders = list((tmp_path / "semantic_dedup" / "kmeans_results" / "embs_by_nearest_center").glob("nearest_cent=*"))
+    folders = list((tmp_path / "kmeans_results" / "embs_by_nearest_center").glob("nearest_cent=*"))
     assert len(folders) == CLUSTERS
 
 

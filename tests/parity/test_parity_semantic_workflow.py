@@ -1,8 +1,8 @@
 """NeMo Curator's golden semantic-dedup workflow: 1,500 ``make_blobs`` points
 (5 blobs of 100..500 points in 3 dimensions, seed 42) in two parquet files,
 5 clusters, eps 0.01. NeMo finds 1,471 duplicates keeping ``hard`` documents
-(1,495 keeping ``easy``), and its k-means, pairwise and duplicates folders
-hold the schemas checked below."""
+(1,495 keeping ``easy``), and its k-means, pairwise and duplicates folders,
+the first two directly under the cache path, hold the schemas checked below."""
 
 from __future__ import annotations
 
@@ -63,20 +63,32 @@ def files_under(folder: Path) -> pd.DataFrame:
 
 def test_output_schemas_and_row_counts(runs):
     output, metadata = runs["hard"]
-    kmeans = files_under(output / "semantic_dedup" / "kmeans_results")
+    kmeans = files_under(output / "kmeans_results")
     assert set(kmeans.columns) == {"nearest_cent", "id", "embeddings", "l2_dist_to_cent", "cosine_dist_to_cent"}
     assert len(kmeans) == 1500
-    pairwise = files_under(output / "semantic_dedup" / "pairwise_results")
+    pairwise = files_under(output / "pairwise_results")
     assert set(pairwise.columns) == {"id", "max_id", "cosine_sim_score"} and len(pairwise) == 1500
-    names = sorted(path.name for path in (output / "semantic_dedup" / "pairwise_results").glob("*.parquet"))
+    names = sorted(path.name for path in (output / "pairwise_results").glob("*.parquet"))
     assert names == [f"cluster_{k}.parquet" for k in range(5)]
     duplicates = files_under(output / "duplicates")
     assert set(duplicates.columns) == {"id"} and len(duplicates) == metadata["num_duplicates"]
     assert duplicates["id"].is_monotonic_increasing
 
 
+def test_results_lie_directly_in_the_cache_path_as_nemos_do(runs):
+    """NeMo's workflow used directly writes ``kmeans_results/`` and
+    ``pairwise_results/`` straight into ``cache_path`` (by default
+    ``output_path``); only its text workflow nests them in ``semantic_dedup/``."""
+    output, metadata = runs["hard"]
+    for folder in ("kmeans_results", "pairwise_results", "duplicates", "kmeans_sample", "id_check"):
+        assert (output / folder).is_dir(), folder
+    assert metadata["kmeans_results_path"] == str(output / "kmeans_results")
+    assert metadata["pairwise_results_path"] == str(output / "pairwise_results")
+    assert not (output / "semantic_dedup").exists()
+
+
 def test_cluster_folder_reads_as_one_hive_partitioned_dataset(runs):
-    folder = runs["hard"][0] / "semantic_dedup" / "kmeans_results" / "embs_by_nearest_center"
+    folder = runs["hard"][0] / "kmeans_results" / "embs_by_nearest_center"
     frame = pd.read_parquet(folder)
     assert len(frame) == 1500 and sorted(frame["nearest_cent"].astype(int).unique()) == list(range(5))
     table = ds.dataset(folder, format="parquet", partitioning="hive").to_table()
@@ -84,5 +96,5 @@ def test_cluster_folder_reads_as_one_hive_partitioned_dataset(runs):
 
 
 def test_scores_stay_within_zero_and_one(runs):
-    scores = files_under(runs["hard"][0] / "semantic_dedup" / "pairwise_results")["cosine_sim_score"]
+    scores = files_under(runs["hard"][0] / "pairwise_results")["cosine_sim_score"]
     assert scores.between(0.0, 1.0).all() and scores.max() == 1.0

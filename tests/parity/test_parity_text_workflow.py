@@ -54,8 +54,12 @@ def test_three_of_the_first_group_and_two_of_the_second_are_kept(run):
 def test_folders_and_schemas(run):
     cache, output, _, generated = run
     id_column = "_curator_dedup_id" if generated else "id"
-    for folder in ("embeddings", "semantic_dedup/kmeans_results", "semantic_dedup/pairwise_results"):
+    for folder in ("embeddings", "semantic_dedup/kmeans_results", "semantic_dedup/pairwise_results",
+                   "semantic_dedup/kmeans_sample", "semantic_dedup/id_check"):
         assert (cache / folder).is_dir()
+    # Not directly in the cache, where SemanticDeduplicationWorkflow used on its own puts them.
+    for folder in ("kmeans_results", "pairwise_results", "kmeans_sample", "id_check"):
+        assert not (cache / folder).exists(), folder
     embeddings = pd.read_parquet(cache / "embeddings")
     assert {id_column, "embeddings"} <= set(embeddings.columns) and len(embeddings) == 7
     kmeans = pd.read_parquet(cache / "semantic_dedup" / "kmeans_results" / "embs_by_nearest_center")

@@ -131,14 +131,15 @@ class SampleWriter(ProcessingStage):
     its bucket under ``id_buckets`` for the uniqueness check (``id_check``).
     Whether a document is drawn depends on the seed and its id alone: a rerun
     after an interruption, or a run over the same documents in other files,
-    draws the same sample. ``root`` holds both folders (files are recorded
-    relative to it)."""
+    draws the same sample. ``path`` holds both folders (files are recorded
+    relative to it, and a rerun checks them there: a partition whose files
+    are gone is drawn again)."""
 
     name = "kmeans_sample_writer"
 
-    def __init__(self, root: str, sample: str, id_buckets: str, buckets: int, keep: float, seed: int,
+    def __init__(self, path: str, sample: str, id_buckets: str, buckets: int, keep: float, seed: int,
                  id_column: str) -> None:
-        self.root = root
+        self.path = path
         self.sample = sample
         self.id_buckets = id_buckets
         self.buckets = buckets
@@ -150,7 +151,7 @@ class SampleWriter(ProcessingStage):
     def process(self, task: DocumentBatch) -> FileGroupTask:
         table = task.to_pyarrow()
         if table.num_rows == 0:
-            return written_task(task, self.root, [])
+            return written_task(task, self.path, [])
         ids = table.column(self.id_column).to_numpy(zero_copy_only=False)
         drawn = table.filter(pa.array(uniform_by_id(ids, self.seed) < self.keep)) if self.keep < 1.0 else table
         stem = output_name(task)
@@ -161,7 +162,7 @@ class SampleWriter(ProcessingStage):
         starts = np.searchsorted(buckets[order], np.arange(self.buckets))
         folders = [bucket_folder(self.id_buckets, bucket) for bucket in range(self.buckets)]
         written += write_runs(table.select([self.id_column]).take(pa.array(order)), starts, folders, stem)
-        return written_task(task, self.root, written)
+        return written_task(task, self.path, written)
 
 
 def fit_centroids(sample_files: list[str], id_column: str, embedding_column: str, settings: KMeansSettings) -> np.ndarray:

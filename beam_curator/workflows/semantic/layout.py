@@ -93,13 +93,51 @@ def _readable(url: str) -> Iterator[None]:
         ) from error
 
 
+# Where TextSemanticDeduplicationWorkflow keeps the deduplication results, under its cache_path.
+TEXT_RESULTS_FOLDER = "semantic_dedup"
+
+
 @dataclass(frozen=True)
 class CacheLayout:
+    """The folders of one semantic dedup run.
+
+    ``results_folder`` is where under ``cache_path`` the deduplication
+    results go (``kmeans_results/`` and ``pairwise_results/``, as in NeMo
+    Curator, and our ``kmeans_sample/`` and ``id_check/`` beside them):
+    directly in it (``""``) for ``SemanticDeduplicationWorkflow``, in
+    ``semantic_dedup/`` for ``TextSemanticDeduplicationWorkflow``, where NeMo
+    Curator puts each. Embeddings and checkpoints are in ``cache_path``
+    itself either way.
+    """
+
     cache_path: str
     output_path: str
+    results_folder: str = ""
 
     def _cache(self, *parts: str) -> str:
         return "/".join([self.cache_path.rstrip("/"), *parts])
+
+    def _results(self, *parts: str) -> str:
+        return self._cache(*filter(None, [self.results_folder.strip("/")]), *parts)
+
+    @property
+    def results_key(self) -> list[str]:
+        """What the k-means phase's key (and so every later one) holds of
+        where the results are. Earlier versions kept them in
+        ``semantic_dedup/`` for both workflows, under keys without this. The
+        text workflow's stay there, and its caches valid: nothing is added
+        for that folder. A direct workflow's old markers no longer match, so
+        a rerun computes the results again where they are read now, instead
+        of passing its phases as done because their files are still in place
+        where nothing reads them."""
+        folder = self.results_folder.strip("/")
+        return [] if folder == TEXT_RESULTS_FOLDER else [folder]
+
+    @property
+    def earlier_results(self) -> str | None:
+        """The folder where such an earlier cache of the direct workflow holds
+        these results (None when they are still kept there)."""
+        return self._cache(TEXT_RESULTS_FOLDER) if self.results_key else None
 
     @property
     def embeddings(self) -> str:
@@ -107,22 +145,22 @@ class CacheLayout:
 
     @property
     def kmeans_results(self) -> str:
-        return self._cache("semantic_dedup", "kmeans_results")
+        return self._results("kmeans_results")
 
     @property
     def kmeans_sample(self) -> str:
         """The documents the centroids are fitted on (see ``clustering.SampleWriter``)."""
-        return self._cache("semantic_dedup", "kmeans_sample")
+        return self._results("kmeans_sample")
 
     @property
     def id_buckets(self) -> str:
         """Every document's id, by bucket (see ``id_check``)."""
-        return self._cache("semantic_dedup", "id_check", "buckets")
+        return self._results("id_check", "buckets")
 
     @property
     def repeated_ids(self) -> str:
         """The ids each bucket holds more than once (none, for good input)."""
-        return self._cache("semantic_dedup", "id_check", "repeated")
+        return self._results("id_check", "repeated")
 
     @property
     def centroids(self) -> str:
@@ -149,7 +187,7 @@ class CacheLayout:
 
     @property
     def pairwise_results(self) -> str:
-        return self._cache("semantic_dedup", "pairwise_results")
+        return self._results("pairwise_results")
 
     def checkpoint(self, phase: str) -> str:
         return self._cache("checkpoints", phase)

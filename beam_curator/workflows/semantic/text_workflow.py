@@ -15,6 +15,7 @@ from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.transforms.embedding import EmbeddingStage
 from beam_curator.stages.io.fingerprint import check_mode
 from beam_curator.workflows.semantic.ids import GENERATED_ID
+from beam_curator.workflows.semantic.layout import TEXT_RESULTS_FOLDER
 from beam_curator.workflows.semantic.parameters import (
     settings_checked,
     apply_storage_options,
@@ -37,7 +38,10 @@ logger = logging.getLogger(__name__)
 class TextSemanticDeduplicationWorkflow:
     """Semantic deduplication of text, from raw files to a clean dataset.
 
-    Parameters follow NeMo Curator's workflow of the same name. The embedding
+    Parameters follow NeMo Curator's workflow of the same name, and so does
+    the layout: ``cache_path/embeddings``, then k-means and pairwise results
+    in ``cache_path/semantic_dedup/`` (``SemanticDeduplicationWorkflow`` used
+    on its own puts them directly in ``cache_path``). The embedding
     phase is checkpointed per input file, k-means results are reused
     while the embeddings do not change, pairwise scoring is checkpointed per
     cluster and removal per input partition: interrupt it anywhere and rerun.
@@ -189,7 +193,8 @@ class TextSemanticDeduplicationWorkflow:
             ranking_strategy=ranking_strategy, pairwise_batch_size=pairwise_batch_size, _duplicates_num_row_groups_hint=_duplicates_num_row_groups_hint,
             cache_kwargs=cache_kwargs, write_kwargs=write_kwargs, clear_output=clear_output, verbose=verbose,
             cross_cluster=cross_cluster, cross_cluster_margin=cross_cluster_margin, recall_sample=recall_sample,
-            seed=pick(owner, 42, kmeans_random_state=kmeans_random_state, seed=seed), **self.runner,
+            seed=pick(owner, 42, kmeans_random_state=kmeans_random_state, seed=seed),
+            _results_folder=TEXT_RESULTS_FOLDER, **self.runner,
         )
 
     def run(self) -> WorkflowResult:

@@ -1,7 +1,7 @@
 """Semantic deduplication from embeddings (SemDeDup, Abbas et al. 2023) on Beam.
 
 Names, parameters and output layout follow NVIDIA NeMo Curator's
-``TextSemanticDeduplicationWorkflow`` so that habits and tools carry over;
+``SemanticDeduplicationWorkflow`` so that habits and tools carry over;
 unlike it, every phase here resumes after an interruption.
 """
 
@@ -52,7 +52,7 @@ from beam_curator.workflows.semantic.parameters import (
     pick,
     set_verbosity,
 )
-from beam_curator.workflows.semantic.phases import BeamSettings, PhaseBook, digest, remove_tree
+from beam_curator.workflows.semantic.phases import BeamSettings, PhaseBook, digest, files_below, remove_tree
 from beam_curator.workflows.semantic.preflight import check_writable_folders
 
 logger = logging.getLogger(__name__)
@@ -74,6 +74,9 @@ class SemanticDeduplicationWorkflow:
     """Clustering, pairwise scoring and identification, from existing embeddings.
 
     ``input_path`` holds parquet files with ``id_field`` and ``embedding_field``.
+    As in NeMo Curator, ``kmeans_results/`` and ``pairwise_results/`` go
+    directly in ``cache_path`` (default: ``output_path``), and the
+    duplicates in ``output_path/duplicates``.
     ``eps=None`` stops after scoring and writes the similarity analysis
     (``output_path/analysis``) so eps can be chosen without rerunning.
     ``cross_cluster=True`` also compares each document with the members of
@@ -127,6 +130,7 @@ class SemanticDeduplicationWorkflow:
         seed: int | None = None,
         runner: str | None = "local",
         beam_args: list[str] | None = None,
+        _results_folder: str = "",
         **runner_settings: object,
     ) -> None:
         owner = type(self).__name__
@@ -150,8 +154,9 @@ class SemanticDeduplicationWorkflow:
                               write_kwargs=(output_path, write_kwargs))
         set_verbosity(verbose)
         self.input_path = input_path
-        # NeMo Curator's default: caches under output_path, beside the results.
-        self.layout = CacheLayout(cache_path or output_path, output_path)
+        # NeMo Curator's default: caches under output_path, beside the results; k-means and pairwise
+        # results directly in it, or in _results_folder (the text workflow's semantic_dedup/).
+        self.layout = CacheLayout(cache_path or output_path, output_path, _results_folder)
         self.id_field = id_field
         self.embedding_field = embedding_field
         self.metadata_fields = list(metadata_fields or [])
@@ -241,7 +246,7 @@ class SemanticDeduplicationWorkflow:
         margin = self.cross_cluster_margin if self.pairwise.cross_cluster else None
         key = digest([
             input_key, asdict(self.kmeans), self.id_field, self.embedding_field, self.pairwise.cross_cluster, margin,
-            self.pairwise.distance_metric, self.metadata_fields,
+            self.pairwise.distance_metric, self.metadata_fields, *self.layout.results_key,
         ])
         if self.book.is_done("kmeans", key):
             logger.info("k-means: embeddings and settings unchanged, reusing %s", self.layout.kmeans_results)
@@ -283,6 +288,14 @@ class SemanticDeduplicationWorkflow:
             phases = ("kmeans-sample", "check-ids", "assign", "group-by-cluster")
             for folder in stale + [self.layout.checkpoint(p) for p in phases]:
                 remove_tree(folder)
+            earlier = self.layout.earlier_results
+            if earlier and files_below(earlier):
+                logger.warning(
+                    "%s holds k-means and pairwise results where an earlier version put them; this workflow now keeps "
+                    "them directly in %s, as NeMo Curator does, and computes them there again. Unless a "
+                    "TextSemanticDeduplicationWorkflow uses this cache, delete %s to free its space",
+                    earlier, self.layout.cache_path, earlier,
+                )
             self.book.mark_done("kmeans-started", key)
         buckets = bucket_count(total_rows)
         self.book.run_in_order([
