@@ -16,7 +16,7 @@ demo: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python examples/semdedup_demo.py
 
 test: $(STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q tests
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q --durations=30 tests
 
 bench: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python bench/run_all.py
