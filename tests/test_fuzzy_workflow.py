@@ -232,6 +232,8 @@ def test_the_fuzzy_command_prints_a_summary(tmp_path: Path, capsys) -> None:
     assert "documents in     18" in printed and "removed          6" in printed and "kept             12" in printed
     assert main(command) == 0
     assert "nothing to do" in capsys.readouterr().out
+    assert main([*command, "--output", str(tmp_path / "rounds"), "--in-memory-components-bytes", "0"]) == 0
+    assert "ran minhash, lsh, edges, star-round-0, star-round-1" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit_:
         main([*command, "--num-band", "3"])
     assert exit_.value.code == 2 and "did you mean --num-bands" in capsys.readouterr().err

@@ -314,7 +314,7 @@ def _fuzzy(args: argparse.Namespace, beam_args: list[str]) -> int:
         perform_removal=not args.no_removal, seed=args.seed, char_ngrams=args.char_ngrams, num_bands=args.num_bands,
         minhashes_per_band=args.minhashes_per_band, use_64_bit_hash=args.use_64_bit_hash,
         bands_per_iteration=args.bands_per_iteration, lsh_num_output_partitions=args.lsh_num_output_partitions,
-        wait=args.wait, **_runner_settings(args, beam_args),
+        in_memory_components_bytes=args.in_memory_components_bytes, wait=args.wait, **_runner_settings(args, beam_args),
     )
     metadata = workflow.run().metadata
     print(_duplicates_summary("fuzzy deduplication summary", metadata,
@@ -344,6 +344,9 @@ def _add_fuzzy(commands: argparse._SubParsersAction) -> None:
     lsh.add_argument("--bands-per-iteration", type=int, default=5, help="bands bucketed per LSH pass")
     lsh.add_argument("--lsh-num-output-partitions", type=int,
                      help="LSH partitions per pass (default: enough for a bounded task)")
+    fuzzy.add_argument("--in-memory-components-bytes", type=int,
+                       help="memory connected components may take in this process (default: half of what is "
+                            "available); a graph measured to need more goes by star rounds on the runner, 0: always")
     fuzzy.add_argument("--no-removal", action="store_true", help="identify duplicates but do not write the clean data")
     _add_runner_flags(fuzzy)
     fuzzy.set_defaults(handler=_fuzzy)
