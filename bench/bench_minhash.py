@@ -47,9 +47,9 @@ def ngram_hashes(text: str, seed: int) -> np.ndarray:
 
 
 def datatrove_signer():
-    """datatrove's signing step alone, at NeMo's 20 bands of 13: the stage's
-    constructor loads a spaCy word tokenizer (not installed here), so it is
-    skipped; ``get_signature`` needs only the configuration. Raises
+    """datatrove's signing step alone, at NeMo's 20 bands of 13, built without
+    the stage's constructor (which wants an output folder and a word
+    tokenizer): ``get_signature`` needs only the configuration. Raises
     ImportError without datatrove."""
     from datatrove.pipeline.dedup.minhash import MinhashConfig, MinhashDedupSignature
 

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -35,6 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "data" / "debian-package-descriptions.jsonl.gz"
 EMBEDDING_CACHE = Path(os.environ.get("BEAM_CURATOR_BENCH_CACHE", "/tmp/beam_curator_bench"))
 _CACHE_STEP = 5000
+T = TypeVar("T")
 
 
 def cpu_model() -> str:
@@ -139,11 +141,18 @@ def interleaved_timings(
     for round_ in range(repeats):
         shift = round_ % len(names)
         for name in names[shift:] + names[:shift]:
-            start, start_cpu = time.perf_counter(), _cpu_seconds()
-            contenders[name]()
-            cpu[name].append(_cpu_seconds() - start_cpu)
-            wall[name].append(time.perf_counter() - start)
+            timing = timed(contenders[name])[1]
+            cpu[name].append(timing.cpu)
+            wall[name].append(timing.wall)
     return {name: Timing(statistics.median(wall[name]), statistics.median(cpu[name])) for name in names}
+
+
+def timed(call: Callable[[], T]) -> tuple[T, Timing]:
+    """What one call returns, and its wall and CPU seconds (children that ended included)."""
+    start, start_cpu = time.perf_counter(), _cpu_seconds()
+    value = call()
+    cpu = _cpu_seconds() - start_cpu
+    return value, Timing(time.perf_counter() - start, cpu)
 
 
 def _cpu_seconds() -> float:
