@@ -63,6 +63,22 @@ def pool() -> Iterator[WorkerPool]:
         yield workers
 
 
+@pytest.fixture(scope="module", autouse=True)
+def job_servers_stopped() -> Iterator[None]:
+    """The job servers this module's runs started (one per settings, kept by
+    the runners for the process's later pipelines) stopped with the module,
+    while pytest still captures what their stopping logs."""
+    yield
+    from apache_beam.runners.portability.spark_runner import JOB_SERVER_CACHE
+
+    from beam_curator.runners.flink_runner import _JOB_SERVERS
+
+    for servers in (_JOB_SERVERS, JOB_SERVER_CACHE):
+        for server in servers.values():
+            server.stop()
+        servers.clear()
+
+
 @pytest.fixture(scope="module")
 def flink_cluster() -> Iterator[object]:
     from beam_curator.runners.engines import FlinkCluster
