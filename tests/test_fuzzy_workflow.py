@@ -276,3 +276,39 @@ def test_star_rounds_on_beam_find_the_components_the_in_memory_path_finds(tmp_pa
               for name in ("memory", "rounds")]
     assert groups[0].equals(groups[1]) and len(list((tmp_path / "rounds" / "ConnectedComponentsStage").iterdir())) > 1
     assert fuzzy(tmp_path, "rounds")["phases_run"] == [], "a rerun that could go in memory reuses the rounds' result"
+
+
+def test_star_rounds_read_in_tiny_batches_find_the_same_components(tmp_path: Path, monkeypatch) -> None:
+    """Every star-round task reading its bucket 7 rows at a time (so a key's
+    rows span many batches, repeated rows among them): the groups found in memory."""
+    from beam_curator.workflows.fuzzy import stages, workflow
+
+    write_corpus(tmp_path / "input", files=3, per_file=12)
+    fuzzy(tmp_path, "memory")
+    monkeypatch.setattr(workflow, "RECORDS_PER_PARTITION", 100)
+    monkeypatch.setattr(stages, "ROWS_PER_BATCH", 7)
+    fuzzy(tmp_path, "rounds", in_memory_components_bytes=0)
+    groups = [pd.read_parquet(tmp_path / name / "ConnectedComponentsStage").sort_values("doc_id").reset_index(drop=True)
+              for name in ("memory", "rounds")]
+    assert groups[0].equals(groups[1]) and removed(tmp_path / "rounds") == removed(tmp_path / "memory")
+
+
+def test_a_giant_component_goes_through_star_rounds_in_batches(tmp_path: Path, monkeypatch) -> None:
+    """3,000 near-copies of one text: one component whose least id ends up
+    with a row per member, read 64 rows at a time; the groups found in memory."""
+    from beam_curator.workflows.fuzzy import stages, workflow
+
+    rng = np.random.default_rng(5)
+    text = "".join(rng.choice(np.array(list("abcdefghijklmnopqrstuvwxyz ")), 400))
+    (tmp_path / "input").mkdir()
+    for number in range(3):
+        rows = [{"doc_id": f"d{number}-{row:04d}", "text": f"{text} {number} {row}"} for row in range(1000)]
+        (tmp_path / "input" / f"part{number}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    fuzzy(tmp_path, "memory")
+    monkeypatch.setattr(workflow, "RECORDS_PER_PARTITION", 1 << 14)
+    monkeypatch.setattr(stages, "ROWS_PER_BATCH", 64)
+    metadata = fuzzy(tmp_path, "rounds", in_memory_components_bytes=0)
+    groups = [pd.read_parquet(tmp_path / name / "ConnectedComponentsStage").sort_values("doc_id").reset_index(drop=True)
+              for name in ("memory", "rounds")]
+    assert groups[0].equals(groups[1]) and groups[0][GROUP].nunique() == 1 and len(groups[0]) == 3000
+    assert metadata["num_duplicates"] == 2999

@@ -16,25 +16,42 @@ a settled round, and ``LaterMembersStage`` lists every id but its group's least.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable, Iterator
+
 import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from beam_curator.dedup.fuzzy.components import KEY, NEIGHBOR, both_ways, distinct, large_star, settled, small_star, star_labels
+from beam_curator.dedup.fuzzy.components import (
+    KEY,
+    NEIGHBOR,
+    both_ways,
+    distinct,
+    labels_from_bounds,
+    large_star_rows,
+    merged_bounds,
+    settled_bounds,
+    small_star_keys,
+    small_star_rows,
+)
 from beam_curator.dedup.fuzzy.lsh import band_keys, buckets, path_edges
 from beam_curator.dedup.fuzzy.minhash import signatures
 from beam_curator.stages import ProcessingStage
-from beam_curator.tasks import DocumentBatch
-from beam_curator.workflows.per_file import HashesWriter, document_places
+from beam_curator.tasks import DocumentBatch, FileGroupTask
+from beam_curator.workflows.per_file import ROWS_PER_GROUP, HashesWriter, document_places
 from beam_curator.workflows.semantic.id_check import BucketWriter, IdBucketTask, bucket_of
 from beam_curator.workflows.semantic.layout import parquet_files, read_parquet
+from beam_curator.writing import write_atomically
 
 MINHASH_FIELD = "_minhash_signature"  # NeMo Curator's column names
 BUCKET_FIELD = "_bucket_id"
 GROUP_FIELD = "_duplicate_group_id"
 TO, SETTLED = "_to", "_settled"  # a row's bucket (its key's), and whether its task's input was settled
+# The rows a star-round task reads at a time (it holds one such batch, its output, and one row per key).
+ROWS_PER_BATCH = 1 << 20
 
 
 class MinHashStage(ProcessingStage):
@@ -148,34 +165,111 @@ class ScatterEdgesStage(ProcessingStage):
         return _task_result(_routed(table, self.buckets, False), "star_round", task.data)
 
 
-def rows_of_bucket(folder: str, bucket: int, columns: list[str]) -> pa.Table:
-    """The rows routed to ``bucket`` from every file of a round (row groups of other buckets skipped)."""
-    parts = []
+def batches_of_bucket(folder: str, bucket: int, rows_per_batch: int) -> Iterator[pa.Table]:
+    """The ``(key, neighbor)`` rows routed to ``bucket`` from every file of a
+    round, at most ``rows_per_batch`` at a time; row groups whose ``_to``
+    range leaves ``bucket`` out are not read. The reader decodes up to a row
+    group (``ROWS_PER_GROUP`` rows, as ``RoundWriter`` and the star steps
+    write them) at a time before keeping the bucket's rows."""
     for url in parquet_files(folder):
         with fsspec.open(url, "rb") as handle:
-            parts.append(pq.read_table(handle, columns=columns, filters=[(TO, "=", bucket)]))
-    return pa.concat_tables(parts, promote_options="permissive") if parts else pa.table({c: [] for c in columns})
+            file = pq.ParquetFile(handle)
+            column = file.schema_arrow.get_field_index(TO)
+            groups = [i for i in range(file.num_row_groups)
+                      if _may_hold(file.metadata.row_group(i).column(column), bucket)]
+            if not groups:
+                continue
+            read = max(rows_per_batch, ROWS_PER_GROUP)
+            for batch in file.iter_batches(batch_size=read, row_groups=groups, columns=[KEY, NEIGHBOR, TO]):
+                rows = pa.Table.from_batches([batch])
+                mine = rows.filter(pc.equal(rows[TO], bucket)).select([KEY, NEIGHBOR])
+                for start in range(0, mine.num_rows, rows_per_batch):
+                    yield mine.slice(start, rows_per_batch)
+
+
+def _may_hold(chunk: pq.ColumnChunkMetaData, bucket: int) -> bool:
+    stats = chunk.statistics
+    return stats is None or not stats.has_min_max or stats.min <= bucket <= stats.max
+
+
+def _row_schema(folder: str) -> pa.Schema:
+    """``(key, neighbor)`` as a round's files type them (for a task with no rows)."""
+    for url in parquet_files(folder):
+        with fsspec.open(url, "rb") as handle:
+            found = pq.ParquetFile(handle).schema_arrow
+            return pa.schema([found.field(KEY), found.field(NEIGHBOR)])
+    return pa.schema([(KEY, pa.int64()), (NEIGHBOR, pa.int64())])
+
+
+def bucket_bounds(folder: str, bucket: int, seen: Callable[[pa.Table], pa.Table] = lambda table: table) -> pa.Table:
+    """Each key of ``bucket`` and its least and greatest neighbour, folded over
+    the bucket's rows ``ROWS_PER_BATCH`` at a time (``seen`` is shown each table held)."""
+    bounds = merged_bounds(None, _row_schema(folder).empty_table())
+    for rows in batches_of_bucket(folder, bucket, ROWS_PER_BATCH):
+        bounds = seen(merged_bounds(bounds, seen(rows)))
+    return bounds
 
 
 class StarRoundStage(ProcessingStage):
     """Task ``j``: the rows of bucket ``j`` from the previous round, a large-
-    or small-star step on them, the result routed for the next round."""
+    or small-star step on them, the result routed for the next round and
+    written (the round's sink) to ``<folder>/part.<j>.parquet``.
+
+    Two passes over the rows, ``ROWS_PER_BATCH`` at a time: the first folds
+    them into each key's least and greatest neighbour (whether the input is
+    settled follows from those), the second turns each batch into its output
+    rows, which go to the file as they come (``dedup/fuzzy/components.py``
+    says why batches need not be distinct from one another). A task holds
+    one row per distinct key of its bucket, one batch and that batch's
+    output, never all the rows of one key: a giant component's centre is
+    read through like any other key. ``largest_table`` is the most rows any
+    one table of the last task held (the bound, for tests to check).
+    A replay rewrites the file whole (written atomically), so the round's
+    checkpoint stays exact."""
 
     name = "star_round"
+    is_sink_stage = True
 
-    def __init__(self, previous: str, large: bool, buckets: int) -> None:
+    def __init__(self, previous: str, large: bool, buckets: int, folder: str) -> None:
         self.previous = previous
         self.large = large
         self.buckets = buckets
+        self.folder = folder.rstrip("/")
+        self.largest_table = 0
 
-    def process(self, task: IdBucketTask) -> DocumentBatch:
-        table = distinct(rows_of_bucket(self.previous, task.data, [KEY, NEIGHBOR]))
-        stepped = distinct((large_star if self.large else small_star)(table))
-        return _task_result(_routed(stepped, self.buckets, settled(table)), "star_round", task.data)
+    def _held(self, table: pa.Table) -> pa.Table:
+        self.largest_table = max(self.largest_table, table.num_rows)
+        return table
+
+    def process(self, task: IdBucketTask) -> FileGroupTask:
+        self.largest_table = 0
+        schema = _row_schema(self.previous)
+        bounds = bucket_bounds(self.previous, task.data, self._held)
+        settled_input = settled_bounds(bounds)
+        step = large_star_rows if self.large else small_star_rows
+        name = f"part.{task.data}.parquet"
+        records = 0
+
+        def write(handle) -> None:
+            nonlocal records
+            routed_schema = schema.append(pa.field(TO, pa.int32())).append(pa.field(SETTLED, pa.bool_()))
+            with pq.ParquetWriter(handle, routed_schema) as writer:  # no rows: a file of no row groups
+                pieces = (step(rows, bounds) for rows in batches_of_bucket(self.previous, task.data, ROWS_PER_BATCH))
+                for piece in itertools.chain(pieces, [] if self.large else [small_star_keys(bounds)]):
+                    routed = self._held(_routed(distinct(piece.cast(schema)), self.buckets, settled_input))
+                    writer.write_table(routed.cast(routed_schema), row_group_size=ROWS_PER_GROUP)
+                    records += routed.num_rows
+
+        size = write_atomically(f"{self.folder}/{name}", write)
+        result = FileGroupTask(dataset_name="star_round", data=[f"{self.folder}/{name}"])
+        result._metadata = {"bucket": task.data, "num_records": records, "written": [[name, size, records]]}
+        return result
 
 
 class StarLabelsStage(ProcessingStage):
-    """Task ``j``: the ids of bucket ``j`` in a settled round and their groups (the least id of each)."""
+    """Task ``j``: the ids of bucket ``j`` in a settled round and their groups
+    (the least id of each), from each key's least neighbour folded over the
+    rows ``ROWS_PER_BATCH`` at a time: a task holds one row per key and one batch."""
 
     name = "star_labels"
 
@@ -184,7 +278,7 @@ class StarLabelsStage(ProcessingStage):
         self.id_column = id_column
 
     def process(self, task: IdBucketTask) -> DocumentBatch:
-        labels = star_labels(distinct(rows_of_bucket(self.previous, task.data, [KEY, NEIGHBOR])))
+        labels = labels_from_bounds(bucket_bounds(self.previous, task.data))
         return _task_result(labels.rename_columns([self.id_column, GROUP_FIELD]), "components", task.data)
 
 

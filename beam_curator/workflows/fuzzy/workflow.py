@@ -262,8 +262,9 @@ class FuzzyDeduplicationWorkflow(PerFileDeduplication):
         files = files_below(self.edges)
         previous = self._round(0, key, [ListIdBucketsStage(len(files)), ScatterEdgesStage(files, parts)], rounds)
         for number in range(1, MAX_STAR_ROUNDS + 1):
+            folder = f"{rounds}/round_{number}"  # the step writes its own file: its output streams out in batches
             current = self._round(number, key, [
-                ListIdBucketsStage(parts), StarRoundStage(previous, number % 2 == 1, parts)], rounds)
+                ListIdBucketsStage(parts), StarRoundStage(previous, number % 2 == 1, parts, folder)], rounds)
             if all(pc.all(read_parquet(url, [SETTLED])[SETTLED]).as_py() is not False for url in parquet_files(current)):
                 logger.info("connected components: settled after %d star rounds", number)
                 break
@@ -280,7 +281,8 @@ class FuzzyDeduplicationWorkflow(PerFileDeduplication):
     def _round(self, number: int, key: str, stages: list, rounds: str) -> str:
         """One star round (0: the edges scattered to their keys' buckets), resumable on its own."""
         folder = f"{rounds}/round_{number}"
-        self.book.run_afresh(f"star-round-{number}", digest([key, number]), [*stages, RoundWriter(folder, "part.{bucket}")],
+        writer = [] if isinstance(stages[-1], StarRoundStage) else [RoundWriter(folder, "part.{bucket}")]
+        self.book.run_afresh(f"star-round-{number}", digest([key, number]), [*stages, *writer],
                              f"{self.cache_path}/checkpoints/star_rounds/{number}", [folder], dict)
         return folder
 
