@@ -12,7 +12,7 @@ component connected while pulling it towards a star around its least id:
 
 Alternating them reaches, in O(log^2 n) rounds, a graph where every key is
 either a centre (all neighbours greater) or a leaf (one neighbour, smaller):
-each component is then a star around its least id (:func:`settled`).
+each component is then a star around its least id (:func:`settled_bounds`).
 """
 
 from __future__ import annotations
@@ -29,44 +29,11 @@ def both_ways(x: pa.Array, y: pa.Array) -> pa.Table:
     return table.filter(pc.not_equal(table[KEY], table[NEIGHBOR]))
 
 
-def _least_per_key(table: pa.Table) -> pa.Table:
-    """``(key, least)``: each key's least neighbour, or the key itself when smaller."""
-    least = table.group_by(KEY).aggregate([(NEIGHBOR, "min")]).rename_columns([KEY, "least"])
-    return least.set_column(1, "least", pc.min_element_wise(least[KEY], least["least"]))
-
-
-def large_star(table: pa.Table) -> pa.Table:
-    least = _least_per_key(table)
-    bigger = table.filter(pc.greater(table[NEIGHBOR], table[KEY])).join(least, KEY)
-    return both_ways(bigger[NEIGHBOR].combine_chunks(), bigger["least"].combine_chunks())
-
-
-def small_star(table: pa.Table) -> pa.Table:
-    smaller = table.filter(pc.less(table[NEIGHBOR], table[KEY]))
-    least = _least_per_key(smaller)
-    joined = smaller.join(least, KEY)
-    keys = least[KEY].combine_chunks()
-    return both_ways(pa.concat_arrays([joined[NEIGHBOR].combine_chunks(), keys]),
-                     pa.concat_arrays([joined["least"].combine_chunks(), least["least"].combine_chunks()]))
-
-
 def distinct(table: pa.Table) -> pa.Table:
     return table.group_by([KEY, NEIGHBOR]).aggregate([])
 
 
-def settled(table: pa.Table) -> bool:
-    """Every key a centre or a leaf: the components are stars around their least ids."""
-    stats = table.group_by(KEY).aggregate([(NEIGHBOR, "min"), (NEIGHBOR, "count")])
-    leaf_or_centre = pc.or_(pc.greater(stats[f"{NEIGHBOR}_min"], stats[KEY]), pc.equal(stats[f"{NEIGHBOR}_count"], 1))
-    return pc.all(leaf_or_centre).as_py() is not False
-
-
-def star_labels(table: pa.Table) -> pa.Table:
-    """``(key, least)`` of a settled graph: each id and its component's least id."""
-    return _least_per_key(table)
-
-
-# Streaming forms of the steps: the same results from rows read in batches.
+# The steps read their rows in batches.
 #
 # A step's output is a function of each key's least and greatest neighbour
 # (its "bounds") and of the rows one by one, so a task makes two passes over
@@ -106,32 +73,34 @@ def merged_bounds(bounds: pa.Table | None, rows: pa.Table) -> pa.Table:
 
 
 def settled_bounds(bounds: pa.Table) -> bool:
-    """:func:`settled` from the bounds: each key a centre (least neighbour
-    greater) or a leaf (least and greatest neighbour the same: one neighbour)."""
+    """Every key a centre (least neighbour greater) or a leaf (least and
+    greatest neighbour the same: one neighbour): the components are stars
+    around their least ids."""
     centre_or_leaf = pc.or_(pc.greater(bounds[LOW], bounds[KEY]), pc.equal(bounds[LOW], bounds[HIGH]))
     return pc.all(centre_or_leaf).as_py() is not False
 
 
 def labels_from_bounds(bounds: pa.Table) -> pa.Table:
-    """:func:`star_labels` from the bounds: ``(key, least)``."""
+    """``(key, least)`` of a settled graph: each id and its component's least id."""
     least = pc.min_element_wise(bounds[KEY], bounds[LOW])
     return pa.table({KEY: bounds[KEY], "least": least})
 
 
 def large_star_rows(rows: pa.Table, bounds: pa.Table) -> pa.Table:
-    """The part of :func:`large_star` made from ``rows`` (its keys' bounds in ``bounds``)."""
+    """The large star of ``rows`` (their keys' bounds in ``bounds``): every
+    neighbour greater than its key joined to the least of the key and its neighbours."""
     bigger = rows.filter(pc.greater(rows[NEIGHBOR], rows[KEY])).join(bounds.select([KEY, LOW]), KEY)
     least = pc.min_element_wise(bigger[KEY], bigger[LOW])
     return both_ways(bigger[NEIGHBOR].combine_chunks(), least.combine_chunks())
 
 
 def small_star_rows(rows: pa.Table, bounds: pa.Table) -> pa.Table:
-    """The part of :func:`small_star` made from ``rows``: each smaller neighbour to its key's least."""
+    """The small star's rows made from ``rows``: each neighbour smaller than its key joined to the key's least."""
     smaller = rows.filter(pc.less(rows[NEIGHBOR], rows[KEY])).join(bounds.select([KEY, LOW]), KEY)
     return both_ways(smaller[NEIGHBOR].combine_chunks(), smaller[LOW].combine_chunks())
 
 
 def small_star_keys(bounds: pa.Table) -> pa.Table:
-    """The part of :func:`small_star` made from the bounds alone: each key with a smaller neighbour to the least."""
+    """The small star's rows made from the bounds alone: each key with a smaller neighbour joined to its least."""
     keyed = bounds.filter(pc.less(bounds[LOW], bounds[KEY]))
     return both_ways(keyed[KEY].combine_chunks(), keyed[LOW].combine_chunks())
