@@ -59,6 +59,8 @@ def test_vectorised_signatures_equal_the_plain_loop() -> None:
     wide = signatures(texts, permutation_seeds(16, 7, 64), 6)
     assert wide.dtype == np.uint64 and (wide[texts.index("")] == 0).all()
     assert (wide[0] == signatures([texts[0]], permutation_seeds(16, 7, 64), 6)[0]).all()
+    ending_empty = ["some text here", "", ""]  # the empty ones start where the buffer ends
+    assert signatures(ending_empty, seeds, 6).tolist() == [signature_loop(text, seeds, 6) for text in ending_empty]
 
 
 def test_buckets_edges_and_components() -> None:

@@ -119,7 +119,8 @@ def ngram_ranges(texts: list[str], width: int) -> tuple[np.ndarray, np.ndarray, 
     total = int(ends_of_texts[-1]) if len(texts) else 0
     is_char = (buffer[:total] & 0xC0) != 0x80  # not a UTF-8 continuation byte
     char_at = np.flatnonzero(is_char)  # byte offset of every character, texts end to end
-    chars_per_text = np.add.reduceat(is_char, starts_of_texts) if total else np.zeros(len(texts), np.int64)
+    padded = np.append(is_char, False)  # an empty last text starts one past the end (masked below, as all empty ones)
+    chars_per_text = np.add.reduceat(padded, starts_of_texts) if total else np.zeros(len(texts), np.int64)
     chars_per_text = np.where(lengths > 0, chars_per_text, 0)
     first_char = np.cumsum(chars_per_text) - chars_per_text
     grams = np.where(chars_per_text > 0, np.maximum(chars_per_text - width + 1, 1), 0)
