@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 from scipy import sparse
 
+from beam_curator.dedup.fuzzy import minhash
 from beam_curator.dedup.fuzzy.lsh import band_keys, buckets, component_groups, detection_probability, path_edges
 from beam_curator.dedup.fuzzy.minhash import (
     NGRAMS_PER_BLOCK,
@@ -61,6 +62,28 @@ def test_vectorised_signatures_equal_the_plain_loop() -> None:
     assert (wide[0] == signatures([texts[0]], permutation_seeds(16, 7, 64), 6)[0]).all()
     ending_empty = ["some text here", "", ""]  # the empty ones start where the buffer ends
     assert signatures(ending_empty, seeds, 6).tolist() == [signature_loop(text, seeds, 6) for text in ending_empty]
+
+
+def test_signatures_hash_in_runs_of_bounded_characters(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call holding many texts hashes them a run of about CHARS_PER_RUN
+    characters at a time (a longer text alone), with the values of one run."""
+    rng = np.random.default_rng(1)
+    texts = ["".join(rng.choice(list("abcdefgh ij"), rng.integers(0, 40))) for _ in range(60)]
+    texts[7] = "y" * 150  # longer than a run
+    seeds = permutation_seeds(8, 3)
+    whole = signatures(texts, seeds, 5)
+    runs: list[int] = []
+    original = minhash._run_signatures
+
+    def counted(batch, *args):
+        runs.append(sum(map(len, batch)))
+        assert len(batch) == 1 or runs[-1] <= 100
+        return original(batch, *args)
+
+    monkeypatch.setattr(minhash, "CHARS_PER_RUN", 100)
+    monkeypatch.setattr(minhash, "_run_signatures", counted)
+    assert signatures(texts, seeds, 5).tolist() == whole.tolist()
+    assert len(runs) > 5 and sum(runs) == sum(map(len, texts))
 
 
 def test_buckets_edges_and_components() -> None:
