@@ -97,6 +97,24 @@ def test_buckets_edges_and_components() -> None:
     assert vertices.to_pylist() == ["a", "b", "c", "d", "e"] and groups.to_pylist() == ["a", "a", "c", "c", "c"]
 
 
+def test_buckets_match_a_plain_grouping() -> None:
+    """Every key shared by two or more records, in key order, its ids sorted
+    (repeats kept); keys held by one record, and empty input, give nothing."""
+    rng = np.random.default_rng(4)
+    for rows in (0, 1, 7, 3000):
+        values = rng.integers(0, 2, (rows, 26)).astype(np.uint32)  # 2^13 values per band: many shared
+        keys, _ = band_keys(values, range(2), 13)
+        ids = rng.integers(0, rows // 2 + 1, len(keys))
+        found, grouped, offsets = buckets(keys, pa.array(ids))
+        plain: dict[bytes, list[int]] = {}
+        for key, doc in zip(keys.tolist(), ids.tolist()):
+            plain.setdefault(key, []).append(doc)
+        expected = sorted((key, sorted(docs)) for key, docs in plain.items() if len(docs) > 1)
+        grouped = grouped.to_pylist()
+        assert [(key, grouped[low:high]) for key, low, high in zip(found.tolist(), offsets[:-1], offsets[1:])] == expected
+        assert offsets[-1] == len(grouped) and found.dtype == keys.dtype
+
+
 def planted_pairs(count: int, length: int, max_edits: int, seed: int) -> tuple[list[str], list[str]]:
     """Random texts and copies with up to ``max_edits`` characters changed:
     Jaccard similarities spread from 1 down."""
