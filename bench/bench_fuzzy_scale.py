@@ -37,8 +37,12 @@ of ``ConnectedComponentsStage``; per similarity level, the share found
 against the mean of the S-curve over that level's pairs. Documents grouped
 that are in no planted pair (false groupings of random texts) are counted.
 
+With ``--lsh-bound``, one LSH task is also run alone at the most records the
+workflow gives a task (``RECORDS_PER_PARTITION``), on random signatures,
+which no corpus size here reaches exactly.
+
     python bench/bench_fuzzy_scale.py                                  # 50,000 and 200,000 documents
-    python bench/bench_fuzzy_scale.py --documents 100000 1000000 --append BENCHMARKS.md
+    python bench/bench_fuzzy_scale.py --documents 100000 1000000 2000000 --lsh-bound --append BENCHMARKS.md
 """
 
 from __future__ import annotations
@@ -312,13 +316,70 @@ def child(args: argparse.Namespace) -> int:
         "buckets": lsh.get("results", {}).get("buckets"),
         "edges": flow.book.details("edges").get("results", {}).get("edges"),
         "lsh_tasks": partitions * -(-flow.num_bands // flow.bands_per_iteration), "lsh_partitions": partitions,
+        "records_per_task": -(-result.get_metadata("num_documents") * flow.bands_per_iteration // partitions),
         "star_rounds": sum(name.startswith("star-round-") for name in flow.book.ran),
     }
     print("RESULT " + json.dumps(figures), flush=True)
     return 0
 
 
+def lsh_task_child(folder: str) -> int:
+    """One LSH task (the first band range, one partition) over the signature
+    files in ``folder``, as the workflow runs it; print its figures as JSON."""
+    from beam_curator.workflows.fuzzy.stages import LSHBucketsStage
+    from beam_curator.workflows.semantic.id_check import IdBucketTask
+    from beam_curator.workflows.semantic.ids import GENERATED_ID
+
+    memory = PhaseMemory()
+    stage = LSHBucketsStage(folder, GENERATED_ID, [range(0, 5)], ROWS, 1)
+    with memory.phase("lsh task"):
+        buckets = stage.process(IdBucketTask(dataset_name="id_buckets", data=0)).to_pyarrow().num_rows
+    print("RESULT " + json.dumps({**memory.close()["lsh task"], "buckets": buckets}), flush=True)
+    return 0
+
+
+def lsh_bound(args: argparse.Namespace) -> dict:
+    """One LSH task holding RECORDS_PER_PARTITION records, the most the
+    workflow gives one: random signatures (a tenth of the documents copying
+    another's, so that some buckets are shared) of RECORDS_PER_PARTITION / 5
+    documents, written as the minhash phase writes them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from beam_curator.workflows.fuzzy.stages import MINHASH_FIELD
+    from beam_curator.workflows.fuzzy.workflow import RECORDS_PER_PARTITION
+    from beam_curator.workflows.semantic.ids import GENERATED_ID
+
+    documents = RECORDS_PER_PARTITION // 5
+    scratch = Path(tempfile.mkdtemp(prefix="bench_fuzzy_scale_lsh_", dir="/tmp"))
+    try:
+        rng = np.random.default_rng(args.seed)
+        for number, low in enumerate(range(0, documents, args.docs_per_file)):
+            rows = min(args.docs_per_file, documents - low)
+            values = rng.integers(0, 2**32, (rows, BANDS * ROWS), dtype=np.uint32)
+            values[: rows // 10] = values[rows // 10: 2 * (rows // 10)]
+            offsets = pa.array(np.arange(0, values.size + 1, values.shape[1], dtype=np.int32))
+            pq.write_table(pa.table({
+                GENERATED_ID: pa.array((number << 32) + np.arange(rows, dtype=np.int64)),
+                MINHASH_FIELD: pa.ListArray.from_arrays(offsets, pa.array(values.ravel())),
+            }), scratch / f"part-{number:05d}.parquet", row_group_size=1 << 16)
+        figures = run_child(["--lsh-task", str(scratch)], "one LSH task")
+        return {**figures, "documents": documents, "records": documents * 5}
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 # --- the parent: generate, run, check, report ------------------------------------------------------------
+
+
+def run_child(arguments: list[str], what: str) -> dict:
+    command = [sys.executable, __file__, "--child", *arguments]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode or not lines:
+        raise SystemExit(f"{what} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
 
 
 def detection_probability(similarity: np.ndarray) -> np.ndarray:
@@ -357,16 +418,10 @@ def measure(documents: int, args: argparse.Namespace) -> dict:
         data = generate(scratch / "input", documents, args.docs_per_file, args.planted, args.levels, args.seed)
         generated = time.monotonic() - started
         size = sum(path.stat().st_size for path in (scratch / "input").iterdir())
-        command = [sys.executable, __file__, "--child", "--input", str(scratch / "input"),
-                   "--cache", str(scratch / "cache"), "--output", str(scratch / "output")]
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
         print(f"{documents:,} documents generated in {generated:.0f} s ({size / 2**20:.0f} MiB); running the workflow",
               file=sys.stderr, flush=True)
-        done = subprocess.run(command, env=env, capture_output=True, text=True)
-        lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-        if done.returncode or not lines:
-            raise SystemExit(f"the run on {documents:,} documents failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
-        figures = json.loads(lines[-1][len("RESULT "):])
+        figures = run_child(["--input", str(scratch / "input"), "--cache", str(scratch / "cache"),
+                             "--output", str(scratch / "output")], f"the run on {documents:,} documents")
         disk = {name: sum(p.stat().st_size for p in (scratch / "cache" / name).rglob("*") if p.is_file())
                 for name in ("MinHashStage", "LSHStage", "BucketsToEdgesStage")}
         together, outside, groups = recall(scratch / "cache", data["pairs"])
@@ -387,21 +442,20 @@ def report(results: dict[int, dict], args: argparse.Namespace) -> str:
 
     sizes = list(results)
     rows = []
-    for phase in (*PHASES, OUTSIDE):
-        row = [phase]
+    for phase in (*PHASES, OUTSIDE, "whole run"):
         for n in sizes:
-            figure = results[n]["phases"].get(phase)
-            row += ["–"] * 4 if figure is None else [
-                f"{figure['wall']:.1f}", f"{figure['cpu']:.1f}", gb(figure["start_rss"]), gb(figure["peak_rss"])]
-        rows.append(row)
-    total = ["whole run"]
-    for n in sizes:
-        found = results[n]
-        total += [f"{found['wall']:.1f}", f"{found['cpu']:.1f}", "–",
-                  gb(max(figure["peak_rss"] for figure in found["phases"].values()))]
-    rows.append(total)
-    headers = ["phase"] + [f"{label} ({n:,})" for n in sizes
-                           for label in ("wall s", "CPU s", "RSS at start GB", "peak RSS GB")]
+            found = results[n]
+            if phase == "whole run":
+                peak = max(figure["peak_rss"] for figure in found["phases"].values())
+                rows.append([f"**{phase}**", f"{n:,}", f"{found['wall']:.1f}", f"{found['cpu']:.1f}",
+                             f"{n / found['cpu']:,.0f}", "–", f"**{gb(peak)}**"])
+                continue
+            figure = found["phases"].get(phase)
+            if figure is not None:
+                rows.append([phase, f"{n:,}", f"{figure['wall']:.1f}", f"{figure['cpu']:.1f}",
+                             f"{n / figure['cpu']:,.0f}" if figure["cpu"] > 0.05 else "–",
+                             gb(figure["start_rss"]), gb(figure["peak_rss"])])
+    headers = ["phase", "documents", "wall s", "CPU s", "documents / CPU s", "RSS at start GB", "peak RSS GB"]
 
     first = results[sizes[0]]
     body = (
@@ -423,7 +477,7 @@ def report(results: dict[int, dict], args: argparse.Namespace) -> str:
         shape.append([f"{n:,}", f"{found['files']:,}", f"{found['input_bytes'] / 2**20:,.0f}",
                       f"{found['cache_bytes']['MinHashStage'] / 2**20:,.0f}", f"{found['lsh_tasks']} "
                       f"({found['lsh_partitions']} per band range)",
-                      f"{n * 5 // found['lsh_partitions']:,}", f"{found['buckets']:,}", f"{found['edges']:,}",
+                      f"{found['records_per_task']:,}", f"{found['buckets']:,}", f"{found['edges']:,}",
                       f"{found['groups']:,}", f"{found['duplicates']:,}", f"{found['outside']:,}",
                       f"{found['generated']:.0f}"])
     body += markdown_table(
@@ -432,35 +486,34 @@ def report(results: dict[int, dict], args: argparse.Namespace) -> str:
          "generation s (not counted)"], shape) + "\n\n"
     recall_rows = []
     for index, level in enumerate(args.levels):
-        row = [f"{level}"]
         for n in sizes:
             pairs = np.array(results[n]["pairs"])
             together = np.array(results[n]["together"], bool)
             mine = pairs[:, 4] == index
             similarity = pairs[mine, 5]
-            row += [f"{mine.sum():,}", f"{similarity.mean():.3f}", f"{together[mine].mean():.4f}",
-                    f"{detection_probability(similarity).mean():.4f}"]
-        recall_rows.append(row)
+            recall_rows.append([f"{level}", f"{n:,}", f"{mine.sum():,}", f"{similarity.mean():.3f}",
+                                f"{similarity.min():.3f}–{similarity.max():.3f}", f"{together[mine].mean():.4f}",
+                                f"{detection_probability(similarity).mean():.4f}"])
     body += "Recall of the planted pairs (found: both documents in one group) against the S-curve "
     body += f"1 - (1 - s^{ROWS})^{BANDS} averaged over each level's pairs at their exact Jaccard:\n\n"
-    body += markdown_table(["target Jaccard"] + [f"{label} ({n:,})" for n in sizes
-                                                for label in ("pairs", "mean Jaccard", "found", "expected")],
-                           recall_rows)
+    body += markdown_table(["planted at Jaccard", "documents", "pairs", "mean Jaccard", "range", "found",
+                            "expected"], recall_rows)
     return body
 
 
 def child_arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--child", action="store_true")
-    for name in ("--input", "--cache", "--output"):
-        parser.add_argument(name, required=True)
+    for name in ("--input", "--cache", "--output", "--lsh-task"):
+        parser.add_argument(name)
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if "--child" in argv:
-        return child(child_arguments(argv))
+        found = child_arguments(argv)
+        return lsh_task_child(found.lsh_task) if found.lsh_task else child(found)
     from common import add_append_argument, machine_description, publish
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -471,11 +524,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--levels", type=float, nargs="+", default=[0.95, 0.9, 0.8, 0.6, 0.4],
                         help="Jaccard similarities the near-copies are planted at")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lsh-bound", action="store_true",
+                        help="also time one LSH task at RECORDS_PER_PARTITION records (1.7 GB of signatures in /tmp)")
     add_append_argument(parser)
     args = parser.parse_args(argv)
     machine = machine_description()
     results = {n: measure(n, args) for n in args.documents}
-    publish(__file__, report(results, args), args.append, machine)
+    body = report(results, args)
+    if args.lsh_bound:
+        bound = lsh_bound(args)
+        body += (
+            f"\n\nOne LSH task at the bound: {bound['records']:,} (band key, id) records (`RECORDS_PER_PARTITION` "
+            f"is 2^23), what one task gets at {bound['documents']:,} documents, the most before each band range "
+            "splits in two partitions; "
+            f"over random signatures written as the minhash phase writes them, in a fresh process: "
+            f"{bound['wall']:.1f} s wall, {bound['cpu']:.1f} s CPU, RSS {gb(bound['start_rss'])} GB at the start "
+            f"and {gb(bound['peak_rss'])} GB at the peak ({bound['buckets']:,} buckets of two or more).\n"
+        )
+    publish(__file__, body, args.append, machine)
     return 0
 
 
