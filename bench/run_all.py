@@ -26,6 +26,7 @@ SCRIPTS = (
     "bench_kmeans.py",
     "bench_minhash.py",
     "bench_fuzzy.py",
+    "bench_fuzzy_scale.py",  # 50k and 200k documents here; the recorded run is --documents 100000 1000000
     "bench_scale.py",
     "bench_checkpoint.py",
     "bench_in_order.py",

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 from scipy import sparse
 
+from beam_curator.dedup.fuzzy import minhash
 from beam_curator.dedup.fuzzy.lsh import band_keys, buckets, component_groups, detection_probability, path_edges
 from beam_curator.dedup.fuzzy.minhash import (
     NGRAMS_PER_BLOCK,
@@ -59,6 +60,30 @@ def test_vectorised_signatures_equal_the_plain_loop() -> None:
     wide = signatures(texts, permutation_seeds(16, 7, 64), 6)
     assert wide.dtype == np.uint64 and (wide[texts.index("")] == 0).all()
     assert (wide[0] == signatures([texts[0]], permutation_seeds(16, 7, 64), 6)[0]).all()
+    ending_empty = ["some text here", "", ""]  # the empty ones start where the buffer ends
+    assert signatures(ending_empty, seeds, 6).tolist() == [signature_loop(text, seeds, 6) for text in ending_empty]
+
+
+def test_signatures_hash_in_runs_of_bounded_characters(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call holding many texts hashes them a run of about CHARS_PER_RUN
+    characters at a time (a longer text alone), with the values of one run."""
+    rng = np.random.default_rng(1)
+    texts = ["".join(rng.choice(list("abcdefgh ij"), rng.integers(0, 40))) for _ in range(60)]
+    texts[7] = "y" * 150  # longer than a run
+    seeds = permutation_seeds(8, 3)
+    whole = signatures(texts, seeds, 5)
+    runs: list[int] = []
+    original = minhash._run_signatures
+
+    def counted(batch, *args):
+        runs.append(sum(map(len, batch)))
+        assert len(batch) == 1 or runs[-1] <= 100
+        return original(batch, *args)
+
+    monkeypatch.setattr(minhash, "CHARS_PER_RUN", 100)
+    monkeypatch.setattr(minhash, "_run_signatures", counted)
+    assert signatures(texts, seeds, 5).tolist() == whole.tolist()
+    assert len(runs) > 5 and sum(runs) == sum(map(len, texts))
 
 
 def test_buckets_edges_and_components() -> None:
@@ -70,6 +95,24 @@ def test_buckets_edges_and_components() -> None:
     assert list(zip(x.to_pylist(), y.to_pylist())) == [(1, 2), (2, 3), (7, 8)]
     vertices, groups = component_groups(pa.array(["b", "d", "e"]), pa.array(["a", "c", "d"]))
     assert vertices.to_pylist() == ["a", "b", "c", "d", "e"] and groups.to_pylist() == ["a", "a", "c", "c", "c"]
+
+
+def test_buckets_match_a_plain_grouping() -> None:
+    """Every key shared by two or more records, in key order, its ids sorted
+    (repeats kept); keys held by one record, and empty input, give nothing."""
+    rng = np.random.default_rng(4)
+    for rows in (0, 1, 7, 3000):
+        values = rng.integers(0, 2, (rows, 26)).astype(np.uint32)  # 2^13 values per band: many shared
+        keys, _ = band_keys(values, range(2), 13)
+        ids = rng.integers(0, rows // 2 + 1, len(keys))
+        found, grouped, offsets = buckets(keys, pa.array(ids))
+        plain: dict[bytes, list[int]] = {}
+        for key, doc in zip(keys.tolist(), ids.tolist()):
+            plain.setdefault(key, []).append(doc)
+        expected = sorted((key, sorted(docs)) for key, docs in plain.items() if len(docs) > 1)
+        grouped = grouped.to_pylist()
+        assert [(key, grouped[low:high]) for key, low, high in zip(found.tolist(), offsets[:-1], offsets[1:])] == expected
+        assert offsets[-1] == len(grouped) and found.dtype == keys.dtype
 
 
 def planted_pairs(count: int, length: int, max_edits: int, seed: int) -> tuple[list[str], list[str]]:

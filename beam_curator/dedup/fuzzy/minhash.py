@@ -10,11 +10,13 @@ signature holds, per permutation, the least value over its n-grams. The
 ``a_i, b_i`` are NeMo's draws from ``numpy.random.RandomState(seed)``.
 Empty texts get an all-zero signature, as cuDF gives them.
 
-The whole batch is hashed at once: the texts' UTF-8 bytes are laid end to
-end, n-grams are byte ranges into that buffer, MurmurHash runs as numpy
-operations over all n-grams of one byte length together, and the
-permutations over blocks of n-grams, so Python does work per block, never
-per document or n-gram.
+Texts are hashed in runs of about ``CHARS_PER_RUN`` characters, each run at
+once: the texts' UTF-8 bytes are laid end to end, n-grams are byte ranges
+into that buffer, MurmurHash runs as numpy operations over all n-grams of
+one byte length together, and the permutations over blocks of n-grams, so
+Python does work per block, never per document or n-gram. A run's arrays
+take about 70 bytes per character; runs keep that bounded however many
+texts one call gets (the fuzzy workflow passes a whole input file).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 MERSENNE_61 = np.uint64((1 << 61) - 1)
 _SEED_PRIMES = {32: (1 << 31) - 1, 64: (1 << 61) - 1}
 NGRAMS_PER_BLOCK = 512  # rows of the (n-grams x permutations) block: small enough to stay in cache
+CHARS_PER_RUN = 1 << 20  # characters hashed at once (a text longer than this is a run of its own)
 
 
 def permutation_seeds(num_hashes: int, seed: int, bit_width: int = 32) -> np.ndarray:
@@ -119,7 +122,8 @@ def ngram_ranges(texts: list[str], width: int) -> tuple[np.ndarray, np.ndarray, 
     total = int(ends_of_texts[-1]) if len(texts) else 0
     is_char = (buffer[:total] & 0xC0) != 0x80  # not a UTF-8 continuation byte
     char_at = np.flatnonzero(is_char)  # byte offset of every character, texts end to end
-    chars_per_text = np.add.reduceat(is_char, starts_of_texts) if total else np.zeros(len(texts), np.int64)
+    padded = np.append(is_char, False)  # an empty last text starts one past the end (masked below, as all empty ones)
+    chars_per_text = np.add.reduceat(padded, starts_of_texts) if total else np.zeros(len(texts), np.int64)
     chars_per_text = np.where(lengths > 0, chars_per_text, 0)
     first_char = np.cumsum(chars_per_text) - chars_per_text
     grams = np.where(chars_per_text > 0, np.maximum(chars_per_text - width + 1, 1), 0)
@@ -135,6 +139,19 @@ def ngram_ranges(texts: list[str], width: int) -> tuple[np.ndarray, np.ndarray, 
 def signatures(texts: list[str], seeds: np.ndarray, width: int, hash_seed: int | None = None) -> np.ndarray:
     """``(len(texts), len(seeds))`` MinHash signatures (uint32 or uint64 as ``seeds``);
     n-grams are hashed with ``hash_seed``, by default the first ``a`` (NeMo's choice)."""
+    result = np.empty((len(texts), len(seeds)), np.uint64 if seeds.dtype == np.uint64 else np.uint32)
+    ends = np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)))
+    low = 0
+    while low < len(texts):
+        before = int(ends[low - 1]) if low else 0
+        high = max(low + 1, int(np.searchsorted(ends, before + CHARS_PER_RUN, "right")))
+        result[low:high] = _run_signatures(texts[low:high], seeds, width, hash_seed)
+        low = high
+    return result
+
+
+def _run_signatures(texts: list[str], seeds: np.ndarray, width: int, hash_seed: int | None) -> np.ndarray:
+    """The signatures of one run of texts, all at once."""
     wide = seeds.dtype == np.uint64
     hash_function, out_type = (murmur3_64, np.uint64) if wide else (murmur3_32, np.uint32)
     buffer, starts, ends, document = ngram_ranges(texts, width)

@@ -108,7 +108,10 @@ class LSHBucketsStage(ProcessingStage):
             mine = first % self.partitions == partition
             keys.append(file_keys[mine])
             ids.append(pa.concat_arrays([table.column(self.id_column).combine_chunks()] * len(bands)).filter(pa.array(mine)))
-        found_keys, found_ids, offsets = buckets(np.concatenate(keys), pa.concat_arrays(ids))
+        all_keys, all_ids = np.concatenate(keys), pa.concat_arrays(ids)
+        keys.clear()  # the parts go before bucketing, not after it
+        ids.clear()
+        found_keys, found_ids, offsets = buckets(all_keys, all_ids)
         width = found_keys.dtype.itemsize
         result = DocumentBatch(dataset_name="lsh_buckets", data=pa.table({
             BUCKET_FIELD: pa.FixedSizeBinaryArray.from_buffers(
