@@ -32,8 +32,11 @@ def test_the_measure_counts_the_edges_and_what_finding_components_allocates() ->
 
 def test_measuring_leaves_arrow_and_tracemalloc_as_it_found_them() -> None:
     pool = pa.default_memory_pool()
-    peak_bytes_per_edge(*edges(1000))
+    x, y = edges(1000)
+    allocated = pa.total_allocated_bytes()
+    peak_bytes_per_edge(x, y)
     assert pa.default_memory_pool().backend_name == pool.backend_name and not tracemalloc.is_tracing()
+    assert pa.total_allocated_bytes() <= allocated, "the measure's buffers outlived it"
     tracemalloc.start()
     try:
         peak_bytes_per_edge(*edges(1000))

@@ -74,14 +74,16 @@ def path_edges(ids: pa.Array, offsets: np.ndarray) -> tuple[pa.Array, pa.Array]:
     return ids.take(pa.array(second - 1)), ids.take(pa.array(second))
 
 
-def component_groups(x: pa.Array, y: pa.Array) -> tuple[pa.Array, pa.Array]:
+def component_groups(x: pa.Array, y: pa.Array,
+                     memory_pool: pa.MemoryPool | None = None) -> tuple[pa.Array, pa.Array]:
     """Every id on an edge and its group: the least id of its connected
-    component (in memory, by scipy: about 16 bytes per edge and per id)."""
-    vertices = pc.unique(pa.chunked_array([x, y]).combine_chunks())
-    vertices = vertices.take(pc.sort_indices(vertices))
-    source = pc.index_in(x, vertices).to_numpy()
-    target = pc.index_in(y, vertices).to_numpy()
+    component (in memory, by scipy). Arrow allocates from ``memory_pool``
+    (default: Arrow's default pool), which lets a caller count what it takes."""
+    vertices = pc.unique(pa.chunked_array([x, y]).combine_chunks(memory_pool), memory_pool=memory_pool)
+    vertices = pc.take(vertices, pc.sort_indices(vertices, memory_pool=memory_pool), memory_pool=memory_pool)
+    source = pc.index_in(x, vertices, memory_pool=memory_pool).to_numpy()
+    target = pc.index_in(y, vertices, memory_pool=memory_pool).to_numpy()
     graph = coo_matrix((np.ones(len(source), np.int8), (source, target)), shape=(len(vertices), len(vertices)))
     _, labels = connected_components(graph, directed=False)
     _, least = np.unique(labels, return_index=True)  # vertices are sorted: a label's first is its least id
-    return vertices, vertices.take(pa.array(least[labels]))
+    return vertices, pc.take(vertices, pa.array(least[labels], memory_pool=memory_pool), memory_pool=memory_pool)

@@ -6,7 +6,7 @@ or strings of the user's id field), on how many distinct documents the
 edges join, and on the libraries' versions. So it is measured: the
 components of a sample of the real edges are found with every allocation
 counted, numpy's and scipy's through :mod:`tracemalloc` and Arrow's through a
-proxy memory pool, and the peak per edge (with the edges themselves) is
+proxy memory pool handed to the computation, and the peak per edge (with the edges themselves) is
 what the whole graph is expected to take. The bound is a share of the
 memory this process may still take: what the machine has available, or
 less where a cgroup limits the process (a container, a Slurm job).
@@ -45,19 +45,19 @@ def peak_bytes_per_edge(x: pa.Array, y: pa.Array) -> float:
     edges themselves, per edge."""
     if len(x) == 0:
         return 0.0
+    # A pool of its own, handed to the computation (not made Arrow's default: other threads
+    # would allocate from it too, and free into it after it is gone).
     pool = pa.proxy_memory_pool(pa.default_memory_pool())
-    previous = pa.default_memory_pool()
     tracing = tracemalloc.is_tracing()
     if tracing:
         tracemalloc.reset_peak()
     else:
         tracemalloc.start()
-    pa.set_memory_pool(pool)
     try:
-        component_groups(x, y)
+        found = component_groups(x, y, pool)
         _, python_peak = tracemalloc.get_traced_memory()
+        del found  # its buffers go back to the pool while the pool is still here
     finally:
-        pa.set_memory_pool(previous)
         if not tracing:
             tracemalloc.stop()
     return (x.nbytes + y.nbytes + pool.max_memory() + python_peak) / len(x)
