@@ -63,9 +63,11 @@ logger = logging.getLogger(__name__)
 
 DUPLICATES_FOLDER = "FuzzyDuplicateIds"  # NeMo Curator's names
 ID_GENERATOR_FILENAME = "fuzzy_id_generator.json"
-# (key, id) records an LSH task holds (about 400 MB at NeMo's 13 minhashes per band).
+# (key, id) records an LSH task holds: 64 bytes each at NeMo's 13 minhashes per band, about 200 while
+# bucketing them (a task at this bound peaks 1.7 GB above the process: bench/bench_fuzzy_scale.py --lsh-bound).
 RECORDS_PER_PARTITION = 1 << 23
-# Edges the connected components phase holds in memory (about 16 bytes per edge and per id: under 2 GB);
+# Edges the connected components phase holds in memory (about 115 bytes per edge and per id on one, beyond the
+# edges: a 5.0 GB peak at 20M random edges, bench_fuzzy_scale.py --components-edges; some 12 GB at this bound);
 # larger graphs go by star rounds on Beam, whose tasks hold RECORDS_PER_PARTITION rows each.
 IN_MEMORY_EDGES = 50_000_000
 MAX_STAR_ROUNDS = 200
