@@ -39,10 +39,14 @@ that are in no planted pair (false groupings of random texts) are counted.
 
 With ``--lsh-bound``, one LSH task is also run alone at the most records the
 workflow gives a task (``RECORDS_PER_PARTITION``), on random signatures,
-which no corpus size here reaches exactly.
+which no corpus size here reaches exactly; with ``--components-edges E``,
+the in-memory connected components alone on E random edges (the phase's
+memory at edge counts no corpus here reaches); ``--bounds-only`` skips the
+corpus runs.
 
     python bench/bench_fuzzy_scale.py                                  # 50,000 and 200,000 documents
     python bench/bench_fuzzy_scale.py --documents 100000 1000000 2000000 --lsh-bound --append BENCHMARKS.md
+    python bench/bench_fuzzy_scale.py --bounds-only --components-edges 20000000 --append BENCHMARKS.md
 """
 
 from __future__ import annotations
@@ -338,6 +342,26 @@ def lsh_task_child(folder: str) -> int:
     return 0
 
 
+def components_child(edges: int, seed: int) -> int:
+    """The in-memory connected components (``component_groups``, all the
+    ``connected_components`` phase does within its measured memory bound besides reading
+    the edge files) on ``edges`` random edges between generated-style int64
+    ids, about as many ids as edges; print its figures as JSON."""
+    import pyarrow as pa
+
+    from beam_curator.dedup.fuzzy.lsh import component_groups
+
+    rng = np.random.default_rng(seed)
+    ids = rng.choice(1 << 40, int(edges * 1.2), replace=False).astype(np.int64)
+    x, y = (pa.array(ids[rng.integers(0, len(ids), edges)]) for _ in range(2))
+    del ids
+    memory = PhaseMemory()
+    with memory.phase("components"):
+        vertices, _ = component_groups(x, y)
+    print("RESULT " + json.dumps({**memory.close()["components"], "vertices": len(vertices)}), flush=True)
+    return 0
+
+
 def lsh_bound(args: argparse.Namespace) -> dict:
     """One LSH task holding RECORDS_PER_PARTITION records, the most the
     workflow gives one: random signatures (a tenth of the documents copying
@@ -506,6 +530,8 @@ def child_arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--child", action="store_true")
     for name in ("--input", "--cache", "--output", "--lsh-task"):
         parser.add_argument(name)
+    parser.add_argument("--components-edges", type=int)
+    parser.add_argument("--seed", type=int, default=0)
     return parser.parse_args(argv)
 
 
@@ -513,6 +539,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if "--child" in argv:
         found = child_arguments(argv)
+        if found.components_edges:
+            return components_child(found.components_edges, found.seed)
         return lsh_task_child(found.lsh_task) if found.lsh_task else child(found)
     from common import add_append_argument, machine_description, publish
 
@@ -526,11 +554,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lsh-bound", action="store_true",
                         help="also time one LSH task at RECORDS_PER_PARTITION records (1.7 GB of signatures in /tmp)")
+    parser.add_argument("--components-edges", type=int, metavar="EDGES",
+                        help="also time the in-memory connected components alone on this many random edges")
+    parser.add_argument("--bounds-only", action="store_true",
+                        help="skip the corpus runs: only --lsh-bound and --components-edges")
     add_append_argument(parser)
     args = parser.parse_args(argv)
     machine = machine_description()
-    results = {n: measure(n, args) for n in args.documents}
-    body = report(results, args)
+    body = "" if args.bounds_only else report({n: measure(n, args) for n in args.documents}, args)
+    if args.components_edges:
+        found = run_child(["--components-edges", str(args.components_edges), "--seed", str(args.seed)],
+                          "the components alone")
+        held = found["peak_rss"] - found["start_rss"]
+        body += (
+            f"\n\nConnected components in memory (`component_groups`, what the phase runs when the graph fits its measured bound), "
+            f"alone in a fresh process on {args.components_edges:,} random edges between {found['vertices']:,} "
+            f"int64 ids, the edges already held: {found['wall']:.1f} s wall, {found['cpu']:.1f} s CPU, RSS "
+            f"{gb(found['start_rss'])} GB at the start and {gb(found['peak_rss'])} GB at the peak, "
+            f"{held / (args.components_edges + found['vertices']):.0f} bytes per edge and id.\n"
+        )
     if args.lsh_bound:
         bound = lsh_bound(args)
         body += (

@@ -65,9 +65,10 @@ logger = logging.getLogger(__name__)
 
 DUPLICATES_FOLDER = "FuzzyDuplicateIds"  # NeMo Curator's names
 ID_GENERATOR_FILENAME = "fuzzy_id_generator.json"
-# (key, id) records an LSH task holds (about 400 MB at NeMo's 13 minhashes per band), and the rows
-# of a star round's task.
+# (key, id) records an LSH task holds: 64 bytes each at NeMo's 13 minhashes per band, about 200 while
+# bucketing them (a task at this bound peaks 1.7 GB above the process: bench/bench_fuzzy_scale.py --lsh-bound).
 RECORDS_PER_PARTITION = 1 << 23
+# The rows of a star round's task are bounded by ROWS_PER_BATCH (stages.py), its buckets sized from this.
 MAX_STAR_ROUNDS = 200
 PHASES = ("minhash", "lsh", "edges", "connected_components", "identification", "removal")
 
