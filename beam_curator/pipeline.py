@@ -16,6 +16,7 @@ from typing import Iterator
 
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.runners.runner import PipelineState
 
 from beam_curator.errors import RunInterrupted, interrupted, user_error_in
 from beam_curator.logs import progress_shown, silence_library_noise, verbose
@@ -117,14 +118,29 @@ def _wait(result: beam.runners.runner.PipelineResult, watcher: ProgressWatcher, 
         raise outcome["error"]
 
 
+# States of a job the runner has not started yet (a portable job service's STOPPED: not yet started).
+_NOT_YET_RUNNING = (PipelineState.STOPPED, PipelineState.STARTING, PipelineState.PENDING, PipelineState.UNKNOWN)
+
+
 def _watch(result: beam.runners.runner.PipelineResult, watcher: ProgressWatcher, environment: str, config: object,
            ended: threading.Event) -> None:
+    """Poll the job's state until the runner reports it running (the watcher's
+    clock starts then), and stop the job once the watcher finds it stalled."""
+    running = False
     while not ended.wait(0.5):
+        if not running:
+            try:
+                running = result.state not in _NOT_YET_RUNNING
+            except Exception as error:  # a job service that cannot answer now may later: ask again
+                logger.debug("job state unknown: %s", error)
+            if running:
+                watcher.job_running()
         if watcher.stalled:
             threading.Thread(target=result.cancel, name="cancel", daemon=True).start()
             _abandon_local_job()
             raise WorkersDidNotStartError(
-                f"no SDK worker started within {watcher.start_timeout:.0f} s ({environment} environment {config}); "
+                f"no SDK worker started within {watcher.start_timeout:.0f} s of the job running "
+                f"({environment} environment {config}); "
                 "a worker pool must run workers with an interpreter that has apache_beam and beam_curator: start it "
                 "as /path/to/venv/bin/python -m beam_curator.runners.worker_pool --port PORT, check its log, and "
                 "check that the address is right"

@@ -328,17 +328,27 @@ def child(args: argparse.Namespace) -> int:
 
 
 def lsh_task_child(folder: str) -> int:
-    """One LSH task (the first band range, one partition) over the signature
-    files in ``folder``, as the workflow runs it; print its figures as JSON."""
-    from beam_curator.workflows.fuzzy.stages import LSHBucketsStage
+    """The LSH phase's two steps as the workflow runs them, with one partition
+    per band range: each signature file in ``folder`` into its band keys (one
+    task per file, run one after another), then the first band range's LSH
+    task over them; print the figures of the heaviest as JSON."""
+    from beam_curator.workflows.fuzzy.stages import BandKeysStage, LSHBucketsStage
     from beam_curator.workflows.semantic.id_check import IdBucketTask
     from beam_curator.workflows.semantic.ids import GENERATED_ID
 
+    files = sorted(str(path) for path in Path(folder).glob("*.parquet"))
+    ranges = [range(first, first + 5) for first in range(0, BANDS, 5)]
     memory = PhaseMemory()
-    stage = LSHBucketsStage(folder, GENERATED_ID, [range(0, 5)], ROWS, 1)
+    band_keys = BandKeysStage(files, GENERATED_ID, ranges, ROWS, 1, f"{folder}/band_keys")
+    with memory.phase("band keys tasks"):
+        for number in range(len(files)):
+            band_keys.process(IdBucketTask(dataset_name="id_buckets", data=number))
+    stage = LSHBucketsStage(f"{folder}/band_keys", GENERATED_ID, ranges, 1)
     with memory.phase("lsh task"):
         buckets = stage.process(IdBucketTask(dataset_name="id_buckets", data=0)).to_pyarrow().num_rows
-    print("RESULT " + json.dumps({**memory.close()["lsh task"], "buckets": buckets}), flush=True)
+    figures = memory.close()
+    print("RESULT " + json.dumps({**figures["lsh task"], "buckets": buckets,
+                                  "band_keys_peak_rss": figures["band keys tasks"]["peak_rss"]}), flush=True)
     return 0
 
 
@@ -579,9 +589,12 @@ def main(argv: list[str] | None = None) -> int:
             f"\n\nOne LSH task at the bound: {bound['records']:,} (band key, id) records (`RECORDS_PER_PARTITION` "
             f"is 2^23), what one task gets at {bound['documents']:,} documents, the most before each band range "
             "splits in two partitions; "
-            f"over random signatures written as the minhash phase writes them, in a fresh process: "
+            f"over random signatures written as the minhash phase writes them, in a fresh process, the LSH task "
+            f"alone: "
             f"{bound['wall']:.1f} s wall, {bound['cpu']:.1f} s CPU, RSS {gb(bound['start_rss'])} GB at the start "
-            f"and {gb(bound['peak_rss'])} GB at the peak ({bound['buckets']:,} buckets of two or more).\n"
+            f"and {gb(bound['peak_rss'])} GB at the peak ({bound['buckets']:,} buckets of two or more); the band-key "
+            f"tasks before it (one per signature file of {args.docs_per_file:,} documents) peaked at "
+            f"{gb(bound['band_keys_peak_rss'])} GB.\n"
         )
     publish(__file__, body, args.append, machine)
     return 0

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from beam_curator.cli.main import main
@@ -182,6 +183,7 @@ KILLED_IN_LSH = ("lsh", "LSHStage/*/[!.]*.parquet", 1)
 
 @pytest.mark.parametrize(("phase", "outputs", "at"), [
     ("minhash", "MinHashStage/[!.]*.parquet", 3),
+    ("lsh", "fuzzy/band_keys/[!.]*.parquet", 2),
     ("lsh", "LSHStage/*/[!.]*.parquet", 1),
     ("edges", "BucketsToEdgesStage/*/[!.]*.parquet", 1),
     ("connected_components", "ConnectedComponentsStage/[!.]*.parquet", 1),
@@ -276,6 +278,41 @@ def test_star_rounds_on_beam_find_the_components_the_in_memory_path_finds(tmp_pa
               for name in ("memory", "rounds")]
     assert groups[0].equals(groups[1]) and len(list((tmp_path / "rounds" / "ConnectedComponentsStage").iterdir())) > 1
     assert fuzzy(tmp_path, "rounds")["phases_run"] == [], "a rerun that could go in memory reuses the rounds' result"
+
+
+def lsh_buckets(output: Path) -> set[tuple[bytes, tuple]]:
+    table = pd.concat(pd.read_parquet(path) for path in (output / "LSHStage").rglob("*.parquet"))
+    return {(key, tuple(ids)) for key, ids in zip(table["_bucket_id"], table["doc_id"])}
+
+
+def test_each_lsh_task_reads_only_its_own_band_keys(tmp_path: Path, monkeypatch) -> None:
+    """Eight LSH tasks (two band ranges, four partitions) over band-key files
+    in row groups of 16 records: together they decode each record about once
+    (every task reading every signature would decode eight times as many),
+    find the buckets one task finds, and the band keys go once the phase is done."""
+    from beam_curator.workflows.fuzzy import stages
+
+    write_corpus(tmp_path / "input", files=4, per_file=30)
+    settings = {"num_bands": 10, "minhashes_per_band": 5}
+    fuzzy(tmp_path, "one", bands_per_iteration=10, lsh_num_output_partitions=1, **settings)
+    decoded: list[int] = []
+    iter_batches = pq.ParquetFile.iter_batches
+
+    def counted(file: pq.ParquetFile, *args, **kwargs):
+        for batch in iter_batches(file, *args, **kwargs):
+            if stages.BAND_KEY in batch.schema.names:
+                decoded.append(batch.num_rows)
+            yield batch
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", counted)
+    monkeypatch.setattr(stages, "ROWS_PER_GROUP", 16)
+    fuzzy(tmp_path, "eight", bands_per_iteration=5, lsh_num_output_partitions=4, **settings)
+    records = 120 * 10
+    print(f"records decoded by the LSH tasks: {sum(decoded)} of {records}")
+    assert records <= sum(decoded) < 1.5 * records
+    assert lsh_buckets(tmp_path / "eight") == lsh_buckets(tmp_path / "one") and lsh_buckets(tmp_path / "one")
+    assert not (tmp_path / "eight" / "fuzzy" / "band_keys").exists()
+    assert not (tmp_path / "eight" / "checkpoints" / "lsh-band-keys").exists()
 
 
 def test_star_rounds_read_in_tiny_batches_find_the_same_components(tmp_path: Path, monkeypatch) -> None:

@@ -102,6 +102,21 @@ def test_the_bar_moves_on_to_the_next_step_once_its_source_has_listed(tmp_path: 
     assert "check-ids" in shown.split("90/90")[-1] and "5/5" in shown.split("\r")[-1]
 
 
+def test_the_start_timeout_counts_from_the_job_running(tmp_path: Path) -> None:
+    """A job server starting, files staging, a cluster taking the job on: no
+    worker reports meanwhile, and none of it counts against the start-up timeout."""
+    with ProgressWatcher([ProgressView(str(tmp_path / "progress"), "copy", "reader", "writer")], show=False,
+                         start_timeout=0.5) as watcher:
+        watcher.poll_s = 0.1
+        time.sleep(1.5)
+        assert not watcher.stalled, "stalled before the job was running"
+        watcher.job_running()
+        deadline = time.monotonic() + 5
+        while not watcher.stalled and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert watcher.stalled
+
+
 def test_pipeline_run_leaves_no_progress_files(tmp_path: Path) -> None:
     Pipeline("copy", stages=[JsonlReader(sample_corpus_path()), JsonlWriter(str(tmp_path / "out"))]).run(
         str(tmp_path / "ckpt"), progress=False,

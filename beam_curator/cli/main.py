@@ -105,7 +105,7 @@ def _add_runner_flags(parser: argparse.ArgumentParser) -> None:
                        help="how partitions are marked: in the sink's step (fused, marks as partitions finish on "
                             "every runner) or by a keyed stateful step (stateful: for Flink --streaming; see the README)")
     group.add_argument("--worker-start-timeout", type=float, default=60.0,
-                       help="EXTERNAL/PROCESS environments: seconds to wait for the first SDK worker before failing")
+                       help="EXTERNAL/PROCESS environments: seconds from the job running to the first SDK worker before failing")
 
 
 _RUNNER_KEYS = (

@@ -183,7 +183,10 @@ class ProgressWatcher:
     bar for the chain running now: chains run one after another
     (``run_in_order``), so the bar moves on to the next chain once that one's
     workers report. With ``start_timeout``, ``stalled`` turns True if no
-    worker process has reported by then.
+    worker process has reported that long after ``job_running()`` (a job
+    may take a while to reach an engine's workers: a job server to start,
+    files to stage, a cluster to take it on; none of it is a worker failing
+    to start).
     """
 
     def __init__(
@@ -206,9 +209,14 @@ class ProgressWatcher:
 
     def __enter__(self) -> "ProgressWatcher":
         self._open_bar()
-        self._started = time.monotonic()
+        self._running_since: float | None = None
         self._thread.start()
         return self
+
+    def job_running(self) -> None:
+        """Start the clock of ``start_timeout`` (once; later calls change nothing)."""
+        if self._running_since is None:
+            self._running_since = time.monotonic()
 
     def _open_bar(self) -> None:
         if self.show:
@@ -235,7 +243,8 @@ class ProgressWatcher:
     def _run(self) -> None:
         while not self._stop.wait(self.poll_s):
             reported = self._follow()
-            late = self.start_timeout is not None and time.monotonic() - self._started > self.start_timeout
+            since = self._running_since
+            late = self.start_timeout is not None and since is not None and time.monotonic() - since > self.start_timeout
             if late and not reported:
                 self.stalled = True
 

@@ -26,6 +26,10 @@ from beam_curator.dedup.fuzzy.lsh import component_groups
 MEMORY_SHARE = 0.5
 SAMPLE_EDGES = 1_000_000
 _CGROUP = Path("/sys/fs/cgroup")
+# Every proxy pool made, kept for the life of the process: Arrow frees a buffer into the pool it came
+# from through a plain pointer, so a buffer outliving its pool (a kernel's cache, a view numpy or
+# scipy kept) would free into freed memory. A pool is a few bytes; one is made per measure.
+_POOLS: list[pa.MemoryPool] = []
 
 
 def available_memory() -> int:
@@ -46,8 +50,9 @@ def peak_bytes_per_edge(x: pa.Array, y: pa.Array) -> float:
     if len(x) == 0:
         return 0.0
     # A pool of its own, handed to the computation (not made Arrow's default: other threads
-    # would allocate from it too, and free into it after it is gone).
+    # would allocate from it too), and never destroyed (see _POOLS).
     pool = pa.proxy_memory_pool(pa.default_memory_pool())
+    _POOLS.append(pool)
     tracing = tracemalloc.is_tracing()
     if tracing:
         tracemalloc.reset_peak()
@@ -56,7 +61,7 @@ def peak_bytes_per_edge(x: pa.Array, y: pa.Array) -> float:
     try:
         found = component_groups(x, y, pool)
         _, python_peak = tracemalloc.get_traced_memory()
-        del found  # its buffers go back to the pool while the pool is still here
+        del found
     finally:
         if not tracing:
             tracemalloc.stop()

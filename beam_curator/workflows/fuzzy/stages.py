@@ -1,12 +1,16 @@
 """The Beam stages of fuzzy deduplication, around the kernels of ``dedup.fuzzy``.
 
 ``MinHashStage`` turns one input file's documents into ``(id,
-_minhash_signature, file, row)``; ``LSHBucketsStage`` is one task per (band
-range, partition): it reads every signature file, keeps the buckets of its
-bands whose first value falls in its partition, and lists the ids of each
-bucket holding two or more documents; ``BucketEdgesStage`` turns one such
-file into edges. Partitions bound what a task holds: ``1 / partitions`` of
-the ``(key, id)`` records of ``bands_per_iteration`` bands.
+_minhash_signature, file, row)``; ``BandKeysStage`` turns one signature file
+into each document's key in every band, routed to the LSH task of its band
+range and partition (the one its band's first value picks);
+``LSHBucketsStage`` is one such task: it reads its own records from every
+band-key file (skipping the row groups of other tasks) and lists the ids of
+each bucket holding two or more documents; ``BucketEdgesStage`` turns one
+such file into edges. Partitions bound what a task holds: ``1 / partitions``
+of the ``(key, id)`` records of ``bands_per_iteration`` bands; and each
+record is read by one task, so the LSH phase reads its input about once
+whatever the number of tasks.
 
 Connected components beyond memory go in rounds: ``ScatterEdgesStage``
 routes each edge file's rows to their keys' buckets, ``StarRoundStage`` runs
@@ -17,7 +21,7 @@ a settled round, and ``LaterMembersStage`` lists every id but its group's least.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import fsspec
 import numpy as np
@@ -48,6 +52,7 @@ from beam_curator.writing import write_atomically
 
 MINHASH_FIELD = "_minhash_signature"  # NeMo Curator's column names
 BUCKET_FIELD = "_bucket_id"
+BAND_KEY = "_band_key"  # a band's number and values, as one fixed-size binary value
 GROUP_FIELD = "_duplicate_group_id"
 TO, SETTLED = "_to", "_settled"  # a row's bucket (its key's), and whether its task's input was settled
 # The rows a star-round task reads at a time (it holds one such batch, its output, and one row per key).
@@ -83,42 +88,76 @@ def band_range_name(first: int, last: int) -> str:
     return f"band_{first}-band_{last}"  # NeMo Curator's folder per band iteration
 
 
-class LSHBucketsStage(ProcessingStage):
-    """Task ``n`` is band range ``n // partitions``, partition ``n % partitions``."""
+class BandKeysStage(ProcessingStage):
+    """Task ``n``: the ``n``-th signature file in, its documents' keys in
+    every band out, each record tagged with its LSH task (``_to``: band range
+    ``i`` and partition ``p`` make task ``i * partitions + p``) and written,
+    sorted by it, to ``<folder>/part.<n>.parquet`` (the step's sink), one
+    band range at a time: the task holds the file's signatures and the
+    records of one range."""
 
-    name = "lsh_buckets"
+    name = "band_keys"
+    is_sink_stage = True
 
-    def __init__(self, minhashes: str, id_column: str, band_ranges: list[range], minhashes_per_band: int,
-                 partitions: int) -> None:
-        self.minhashes = minhashes
+    def __init__(self, signature_files: list[str], id_column: str, band_ranges: list[range],
+                 minhashes_per_band: int, partitions: int, folder: str) -> None:
+        self.signature_files = signature_files
         self.id_column = id_column
         self.band_ranges = band_ranges
         self.minhashes_per_band = minhashes_per_band
         self.partitions = partitions
+        self.folder = folder.rstrip("/")
+
+    def process(self, task: IdBucketTask) -> FileGroupTask:
+        table = read_parquet(self.signature_files[task.data], [self.id_column, MINHASH_FIELD])
+        column = table.column(MINHASH_FIELD).combine_chunks()
+        values = column.values.to_numpy().reshape(len(column), self.band_ranges[-1].stop * self.minhashes_per_band)
+        ids = table.column(self.id_column).combine_chunks()
+        width = (self.minhashes_per_band + 1) * values.dtype.itemsize
+        schema = pa.schema([(BAND_KEY, pa.binary(width)), (self.id_column, ids.type), (TO, pa.int32())])
+
+        def ranges() -> Iterator[pa.Table]:
+            for number, bands in enumerate(self.band_ranges):
+                keys, first = band_keys(values, bands, self.minhashes_per_band)
+                to = number * self.partitions + (first % self.partitions).astype(np.int64)
+                yield pa.table({
+                    BAND_KEY: pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), len(keys),
+                                                                   [None, pa.py_buffer(keys.tobytes())]),
+                    self.id_column: pa.concat_arrays([ids] * len(bands)),
+                    TO: pa.array(to.astype(np.int32)),
+                }).sort_by(TO)
+
+        return written_in_pieces(self.folder, f"part.{task.data}.parquet", schema, ranges(), task.data, "band_keys")
+
+
+class LSHBucketsStage(ProcessingStage):
+    """Task ``n`` is band range ``n // partitions``, partition ``n % partitions``:
+    the buckets of two or more documents among the band-key records routed to it."""
+
+    name = "lsh_buckets"
+
+    def __init__(self, band_keys: str, id_column: str, band_ranges: list[range], partitions: int) -> None:
+        self.band_keys = band_keys
+        self.id_column = id_column
+        self.band_ranges = band_ranges
+        self.partitions = partitions
 
     def process(self, task: IdBucketTask) -> DocumentBatch:
         bands = self.band_ranges[task.data // self.partitions]
-        partition = task.data % self.partitions
-        keys, ids = [], []
-        for url in parquet_files(self.minhashes):
-            table = read_parquet(url, [self.id_column, MINHASH_FIELD])
-            column = table.column(MINHASH_FIELD).combine_chunks()
-            values = column.values.to_numpy().reshape(len(column), -1)
-            file_keys, first = band_keys(values, bands, self.minhashes_per_band)
-            mine = first % self.partitions == partition
-            keys.append(file_keys[mine])
-            ids.append(pa.concat_arrays([table.column(self.id_column).combine_chunks()] * len(bands)).filter(pa.array(mine)))
-        all_keys, all_ids = np.concatenate(keys), pa.concat_arrays(ids)
-        keys.clear()  # the parts go before bucketing, not after it
-        ids.clear()
-        found_keys, found_ids, offsets = buckets(all_keys, all_ids)
-        width = found_keys.dtype.itemsize
+        columns = [BAND_KEY, self.id_column]
+        records = pa.concat_tables([_row_schema(self.band_keys, columns).empty_table(),
+                                    *batches_of_bucket(self.band_keys, task.data, ROWS_PER_BATCH, columns)])
+        column = records.column(BAND_KEY).combine_chunks()
+        width = column.type.byte_width
+        keys = np.frombuffer(column.buffers()[1], np.dtype((np.void, width)), len(column), column.offset * width)
+        found_keys, found_ids, offsets = buckets(keys, records.column(self.id_column).combine_chunks())
+        del records, column, keys
         result = DocumentBatch(dataset_name="lsh_buckets", data=pa.table({
             BUCKET_FIELD: pa.FixedSizeBinaryArray.from_buffers(
                 pa.binary(width), len(found_keys), [None, pa.py_buffer(found_keys.tobytes())]),
             self.id_column: pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), found_ids),
         }))
-        result._metadata = {"bucket": f"{band_range_name(bands.start, bands.stop)}/part.{partition}"}
+        result._metadata = {"bucket": f"{band_range_name(bands.start, bands.stop)}/part.{task.data % self.partitions}"}
         return result
 
 
@@ -168,12 +207,14 @@ class ScatterEdgesStage(ProcessingStage):
         return _task_result(_routed(table, self.buckets, False), "star_round", task.data)
 
 
-def batches_of_bucket(folder: str, bucket: int, rows_per_batch: int) -> Iterator[pa.Table]:
-    """The ``(key, neighbor)`` rows routed to ``bucket`` from every file of a
-    round, at most ``rows_per_batch`` at a time; row groups whose ``_to``
-    range leaves ``bucket`` out are not read. The reader decodes up to a row
-    group (``ROWS_PER_GROUP`` rows, as ``RoundWriter`` and the star steps
-    write them) at a time before keeping the bucket's rows."""
+def batches_of_bucket(folder: str, bucket: int, rows_per_batch: int,
+                      columns: list[str] = (KEY, NEIGHBOR)) -> Iterator[pa.Table]:
+    """The ``columns`` of the rows routed to ``bucket`` (default: a star
+    round's ``(key, neighbor)``) from every file in ``folder``, at most
+    ``rows_per_batch`` at a time; row groups whose ``_to`` range leaves
+    ``bucket`` out are not read. The reader decodes up to a row group
+    (``ROWS_PER_GROUP`` rows, as ``RoundWriter``, the star steps and
+    ``BandKeysStage`` write them) at a time before keeping the bucket's rows."""
     for url in parquet_files(folder):
         with fsspec.open(url, "rb") as handle:
             file = pq.ParquetFile(handle)
@@ -183,9 +224,9 @@ def batches_of_bucket(folder: str, bucket: int, rows_per_batch: int) -> Iterator
             if not groups:
                 continue
             read = max(rows_per_batch, ROWS_PER_GROUP)
-            for batch in file.iter_batches(batch_size=read, row_groups=groups, columns=[KEY, NEIGHBOR, TO]):
+            for batch in file.iter_batches(batch_size=read, row_groups=groups, columns=[*columns, TO]):
                 rows = pa.Table.from_batches([batch])
-                mine = rows.filter(pc.equal(rows[TO], bucket)).select([KEY, NEIGHBOR])
+                mine = rows.filter(pc.equal(rows[TO], bucket)).select(list(columns))
                 for start in range(0, mine.num_rows, rows_per_batch):
                     yield mine.slice(start, rows_per_batch)
 
@@ -195,13 +236,34 @@ def _may_hold(chunk: pq.ColumnChunkMetaData, bucket: int) -> bool:
     return stats is None or not stats.has_min_max or stats.min <= bucket <= stats.max
 
 
-def _row_schema(folder: str) -> pa.Schema:
-    """``(key, neighbor)`` as a round's files type them (for a task with no rows)."""
+def _row_schema(folder: str, columns: list[str] = (KEY, NEIGHBOR)) -> pa.Schema:
+    """``columns`` as the files of ``folder`` type them (for a task with no rows)."""
     for url in parquet_files(folder):
         with fsspec.open(url, "rb") as handle:
             found = pq.ParquetFile(handle).schema_arrow
-            return pa.schema([found.field(KEY), found.field(NEIGHBOR)])
-    return pa.schema([(KEY, pa.int64()), (NEIGHBOR, pa.int64())])
+            return pa.schema([found.field(name) for name in columns])
+    return pa.schema([(name, pa.int64()) for name in columns])
+
+
+def written_in_pieces(folder: str, name: str, schema: pa.Schema, pieces: Iterable[pa.Table], bucket: object,
+                      dataset: str) -> FileGroupTask:
+    """A sink's file ``<folder>/<name>``: ``pieces`` (each sorted by ``_to``)
+    written as they come, in row groups of ``ROWS_PER_GROUP`` rows, so that a
+    reader of one bucket skips the others; written atomically (a replay
+    rewrites it whole, so the checkpoint stays exact). The task records it."""
+    records = 0
+
+    def write(handle) -> None:
+        nonlocal records
+        with pq.ParquetWriter(handle, schema) as writer:  # no rows: a file of no row groups
+            for piece in pieces:
+                writer.write_table(piece.cast(schema), row_group_size=ROWS_PER_GROUP)
+                records += piece.num_rows
+
+    size = write_atomically(f"{folder}/{name}", write)
+    result = FileGroupTask(dataset_name=dataset, data=[f"{folder}/{name}"])
+    result._metadata = {"bucket": bucket, "num_records": records, "written": [[name, size, records]]}
+    return result
 
 
 def bucket_bounds(folder: str, bucket: int, seen: Callable[[pa.Table], pa.Table] = lambda table: table) -> pa.Table:
@@ -250,23 +312,12 @@ class StarRoundStage(ProcessingStage):
         bounds = bucket_bounds(self.previous, task.data, self._held)
         settled_input = settled_bounds(bounds)
         step = large_star_rows if self.large else small_star_rows
-        name = f"part.{task.data}.parquet"
-        records = 0
-
-        def write(handle) -> None:
-            nonlocal records
-            routed_schema = schema.append(pa.field(TO, pa.int32())).append(pa.field(SETTLED, pa.bool_()))
-            with pq.ParquetWriter(handle, routed_schema) as writer:  # no rows: a file of no row groups
-                pieces = (step(rows, bounds) for rows in batches_of_bucket(self.previous, task.data, ROWS_PER_BATCH))
-                for piece in itertools.chain(pieces, [] if self.large else [small_star_keys(bounds)]):
-                    routed = self._held(_routed(distinct(piece.cast(schema)), self.buckets, settled_input))
-                    writer.write_table(routed.cast(routed_schema), row_group_size=ROWS_PER_GROUP)
-                    records += routed.num_rows
-
-        size = write_atomically(f"{self.folder}/{name}", write)
-        result = FileGroupTask(dataset_name="star_round", data=[f"{self.folder}/{name}"])
-        result._metadata = {"bucket": task.data, "num_records": records, "written": [[name, size, records]]}
-        return result
+        routed_schema = schema.append(pa.field(TO, pa.int32())).append(pa.field(SETTLED, pa.bool_()))
+        pieces = (step(rows, bounds) for rows in batches_of_bucket(self.previous, task.data, ROWS_PER_BATCH))
+        routed = (self._held(_routed(distinct(piece.cast(schema)), self.buckets, settled_input))
+                  for piece in itertools.chain(pieces, [] if self.large else [small_star_keys(bounds)]))
+        return written_in_pieces(self.folder, f"part.{task.data}.parquet", routed_schema, routed, task.data,
+                                 "star_round")
 
 
 class StarLabelsStage(ProcessingStage):

@@ -6,8 +6,10 @@ lays out its cache:
 
 1. ``minhash``: per input file (a checkpointed partition keyed by the file's
    fingerprint), each document's signature into ``<cache>/MinHashStage/``;
-2. ``lsh``: one task per (band range of ``bands_per_iteration`` bands,
-   partition), the buckets of two or more documents into
+2. ``lsh``: each signature file's band keys routed to the tasks that read
+   them (``<cache>/fuzzy/band_keys/``, removed once the phase is done), then
+   one task per (band range of ``bands_per_iteration`` bands, partition), the
+   buckets of two or more documents into
    ``<cache>/LSHStage/band_<i>-band_<j>/part.<p>.parquet``;
 3. ``edges``: one task per bucket file, into ``<cache>/BucketsToEdgesStage/``;
 4. ``connected_components``: ``<cache>/ConnectedComponentsStage/part.<n>.parquet``
@@ -44,6 +46,7 @@ from beam_curator.writing import write_atomically
 from beam_curator.workflows.exact.id_generator import write_id_generator
 from beam_curator.workflows.fuzzy.stages import (
     GROUP_FIELD,
+    BandKeysStage,
     SETTLED,
     BucketEdgesStage,
     LaterMembersStage,
@@ -58,7 +61,7 @@ from beam_curator.workflows.per_file import PerFileDeduplication
 from beam_curator.workflows.semantic.id_check import BucketWriter, ListIdBucketsStage
 from beam_curator.workflows.semantic.layout import parquet_files, parquet_metadata, read_parquet
 from beam_curator.workflows.semantic.parameters import check_runner_settings, settings_checked
-from beam_curator.workflows.semantic.phases import digest, files_below
+from beam_curator.workflows.semantic.phases import FeederStep, digest, files_below
 from beam_curator.workflows.semantic.workflow import WorkflowResult
 
 logger = logging.getLogger(__name__)
@@ -192,9 +195,15 @@ class FuzzyDeduplicationWorkflow(PerFileDeduplication):
         partitions = self.partitions or max(1, -(-hashed["rows"] * self.bands_per_iteration // RECORDS_PER_PARTITION))
         key = digest([hashed["fingerprint"], self.num_bands, self.minhashes_per_band, self.bands_per_iteration,
                       partitions, self.id_column])
+        signature_files = parquet_files(self.minhashes)
+        band_keys = f"{self.cache_path}/fuzzy/band_keys"
+        feeder = FeederStep("lsh-band-keys", [
+            ListIdBucketsStage(len(signature_files)),
+            BandKeysStage(signature_files, self.id_column, ranges, self.minhashes_per_band, partitions, band_keys),
+        ], f"{self.cache_path}/checkpoints/lsh-band-keys", band_keys)
         stages = [
             ListIdBucketsStage(len(ranges) * partitions),
-            LSHBucketsStage(self.minhashes, self.id_column, ranges, self.minhashes_per_band, partitions),
+            LSHBucketsStage(band_keys, self.id_column, ranges, partitions),
             BucketWriter(self.buckets, "{bucket}"),
         ]
 
@@ -203,7 +212,8 @@ class FuzzyDeduplicationWorkflow(PerFileDeduplication):
             logger.info("lsh: %d buckets of two or more documents", count)
             return {"buckets": count, "fingerprint": key}
 
-        return self.book.run_afresh("lsh", key, stages, f"{self.cache_path}/checkpoints/lsh", [self.buckets], counted)
+        return self.book.run_afresh("lsh", key, stages, f"{self.cache_path}/checkpoints/lsh", [self.buckets], counted,
+                                    feeder)
 
     def _edges(self, lsh: dict[str, Any]) -> dict[str, Any]:
         files = files_below(self.buckets)

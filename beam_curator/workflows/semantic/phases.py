@@ -74,6 +74,17 @@ class BeamSettings:
     runner_settings: dict[str, object] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class FeederStep:
+    """A Beam step that writes only what the next step of its phase reads:
+    ``stages`` with their ``checkpoint``, writing into ``folder``."""
+
+    name: str
+    stages: list[ProcessingStage]
+    checkpoint: str
+    folder: str
+
+
 class PhaseBook:
     """Done-markers of one workflow's phases under ``folder``.
 
@@ -204,22 +215,31 @@ class PhaseBook:
 
     def run_afresh(
         self, name: str, key: str, stages: list[ProcessingStage], checkpoint: str | None, outputs: list[str],
-        results: Callable[[], dict[str, Any]],
+        results: Callable[[], dict[str, Any]], feeder: FeederStep | None = None,
     ) -> dict[str, Any]:
         """A phase over what earlier phases wrote (tasks of its own, not input
         partitions): reused while done with ``key`` and ``outputs`` are in
         place; with a new key, the old outputs and checkpoint go first (once:
         an interrupted run resumes from its checkpoint). ``results()`` runs
         after the stages (if any: a phase may be ``results()`` alone, without a
-        checkpoint) and is kept in the marker (``outputs`` may include files it writes)."""
+        checkpoint) and is kept in the marker (``outputs`` may include files it writes).
+        A ``feeder`` runs first, in the same Beam pipeline; what it wrote goes
+        once the stages are done with it, before the marker is written (a run
+        stopped in between finds the stages' checkpoint complete: their outputs
+        stand, and at worst the feeder runs again)."""
         if self.is_done(name, key):
             logger.info("%s: inputs unchanged, reusing %s", name, ", ".join(outputs))
             return dict(self.details(name)["results"])
         if not self.is_done(f"{name}-started", key):
-            for stale in (*outputs, *filter(None, [checkpoint])):
+            feeding = [feeder.folder, feeder.checkpoint] if feeder else []
+            for stale in (*outputs, *filter(None, [checkpoint]), *feeding):
                 remove_tree(stale)
             self.mark_done(f"{name}-started", key)
-        if stages and checkpoint:
+        if feeder:
+            self.run_in_order([(feeder.name, feeder.stages, feeder.checkpoint), (name, stages, checkpoint)])
+            remove_tree(feeder.folder)
+            remove_tree(feeder.checkpoint)
+        elif stages and checkpoint:
             self.run_stages(name, stages, checkpoint)
         found = results()
         self.mark_done(name, key, outputs, results=found)
