@@ -329,19 +329,23 @@ def child(args: argparse.Namespace) -> int:
 
 def lsh_task_child(folder: str) -> int:
     """The LSH phase's two steps as the workflow runs them, with one partition
-    per band range: each signature file in ``folder`` into its band keys (one
-    task per file, run one after another), then the first band range's LSH
-    task over them; print the figures of the heaviest as JSON."""
-    from beam_curator.workflows.fuzzy.stages import BandKeysStage, LSHBucketsStage
+    per band range: the signature files in ``folder`` into band keys (one task
+    per group of files, run one after another), then the first band range's
+    LSH task over them; print the figures as JSON."""
+    import pyarrow.parquet as pq
+
+    from beam_curator.workflows.fuzzy.stages import BandKeysStage, LSHBucketsStage, file_groups
+    from beam_curator.workflows.fuzzy.workflow import BAND_KEY_RECORDS
     from beam_curator.workflows.semantic.id_check import IdBucketTask
     from beam_curator.workflows.semantic.ids import GENERATED_ID
 
     files = sorted(str(path) for path in Path(folder).glob("*.parquet"))
+    groups = file_groups(files, [pq.ParquetFile(url).metadata.num_rows for url in files], BAND_KEY_RECORDS // 5)
     ranges = [range(first, first + 5) for first in range(0, BANDS, 5)]
     memory = PhaseMemory()
-    band_keys = BandKeysStage(files, GENERATED_ID, ranges, ROWS, 1, f"{folder}/band_keys")
+    band_keys = BandKeysStage(groups, GENERATED_ID, ranges, ROWS, 1, f"{folder}/band_keys")
     with memory.phase("band keys tasks"):
-        for number in range(len(files)):
+        for number in range(len(groups)):
             band_keys.process(IdBucketTask(dataset_name="id_buckets", data=number))
     stage = LSHBucketsStage(f"{folder}/band_keys", GENERATED_ID, ranges, 1)
     with memory.phase("lsh task"):

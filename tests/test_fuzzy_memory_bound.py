@@ -30,19 +30,19 @@ def test_the_measure_counts_the_edges_and_what_finding_components_allocates() ->
     assert wide > per_edge + 100, (wide, per_edge)  # two 60-byte strings per edge, and as many vertices
 
 
-def test_measuring_leaves_arrow_and_tracemalloc_as_it_found_them() -> None:
-    pool = pa.default_memory_pool()
-    x, y = edges(1000)
+def test_the_measure_leaves_this_process_alone(monkeypatch) -> None:
+    """Measured in a process of its own: CPython 3.11 can crash stopping
+    tracemalloc while native threads allocate (Beam's gRPC threads in a
+    driver did, in this suite), so this process must never start it; and
+    none of the measure's buffers stay here."""
+    def refused() -> None:
+        raise AssertionError("tracemalloc started in the driver's process")
+
     allocated = pa.total_allocated_bytes()
-    peak_bytes_per_edge(x, y)
-    assert pa.default_memory_pool().backend_name == pool.backend_name and not tracemalloc.is_tracing()
+    with monkeypatch.context() as patch:
+        patch.setattr(tracemalloc, "start", refused)
+        assert peak_bytes_per_edge(*edges(20_000)) > 16
     assert pa.total_allocated_bytes() <= allocated, "the measure's buffers outlived it"
-    tracemalloc.start()
-    try:
-        peak_bytes_per_edge(*edges(1000))
-        assert tracemalloc.is_tracing(), "a caller's tracing was stopped"
-    finally:
-        tracemalloc.stop()
 
 
 def test_the_limit_is_the_memory_over_the_measured_peak_per_edge() -> None:

@@ -183,7 +183,7 @@ KILLED_IN_LSH = ("lsh", "LSHStage/*/[!.]*.parquet", 1)
 
 @pytest.mark.parametrize(("phase", "outputs", "at"), [
     ("minhash", "MinHashStage/[!.]*.parquet", 3),
-    ("lsh", "fuzzy/band_keys/[!.]*.parquet", 2),
+    ("lsh", "fuzzy/band_keys/[!.]*.parquet", 1),
     ("lsh", "LSHStage/*/[!.]*.parquet", 1),
     ("edges", "BucketsToEdgesStage/*/[!.]*.parquet", 1),
     ("connected_components", "ConnectedComponentsStage/[!.]*.parquet", 1),
@@ -286,11 +286,14 @@ def lsh_buckets(output: Path) -> set[tuple[bytes, tuple]]:
 
 
 def test_each_lsh_task_reads_only_its_own_band_keys(tmp_path: Path, monkeypatch) -> None:
-    """Eight LSH tasks (two band ranges, four partitions) over band-key files
-    in row groups of 16 records: together they decode each record about once
-    (every task reading every signature would decode eight times as many),
-    find the buckets one task finds, and the band keys go once the phase is done."""
-    from beam_curator.workflows.fuzzy import stages
+    """Eight LSH tasks (two band ranges, four partitions) over two band-key
+    files (each of two signature files) in row groups of 16 records: together
+    they decode each record about once (every task reading every signature
+    would decode eight times as many), find the buckets one task finds, and
+    the band keys go once the phase is done."""
+    from beam_curator.workflows.fuzzy import stages, workflow
+
+    assert stages.file_groups(list("abcd"), [30, 30, 70, 10], 60) == [["a", "b"], ["c"], ["d"]]
 
     write_corpus(tmp_path / "input", files=4, per_file=30)
     settings = {"num_bands": 10, "minhashes_per_band": 5}
@@ -306,9 +309,10 @@ def test_each_lsh_task_reads_only_its_own_band_keys(tmp_path: Path, monkeypatch)
 
     monkeypatch.setattr(pq.ParquetFile, "iter_batches", counted)
     monkeypatch.setattr(stages, "ROWS_PER_GROUP", 16)
+    monkeypatch.setattr(workflow, "BAND_KEY_RECORDS", 60 * 5)
     fuzzy(tmp_path, "eight", bands_per_iteration=5, lsh_num_output_partitions=4, **settings)
     records = 120 * 10
-    print(f"records decoded by the LSH tasks: {sum(decoded)} of {records}")
+    print(f"records decoded by the LSH tasks: {sum(decoded)} of {records}, in {len(decoded)} batches")
     assert records <= sum(decoded) < 1.5 * records
     assert lsh_buckets(tmp_path / "eight") == lsh_buckets(tmp_path / "one") and lsh_buckets(tmp_path / "one")
     assert not (tmp_path / "eight" / "fuzzy" / "band_keys").exists()

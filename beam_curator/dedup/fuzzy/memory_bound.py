@@ -7,29 +7,34 @@ edges join, and on the libraries' versions. So it is measured: the
 components of a sample of the real edges are found with every allocation
 counted, numpy's and scipy's through :mod:`tracemalloc` and Arrow's through a
 proxy memory pool handed to the computation, and the peak per edge (with the edges themselves) is
-what the whole graph is expected to take. The bound is a share of the
-memory this process may still take: what the machine has available, or
-less where a cgroup limits the process (a container, a Slurm job).
+what the whole graph is expected to take. The measure runs in an
+interpreter of its own (``python -m`` this module): CPython 3.11 can crash
+stopping :mod:`tracemalloc` while other threads allocate (Beam's gRPC
+threads do, in a driver), and a fresh process has no other threads. The
+bound is a share of the memory this process may still take: what the
+machine has available, or less where a cgroup limits the process (a
+container, a Slurm job).
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import tempfile
 import tracemalloc
 from pathlib import Path
 
 import psutil
 import pyarrow as pa
 
+import beam_curator
 from beam_curator.dedup.fuzzy.lsh import component_groups
 
 # The share of the available memory the in-memory path may take, and the edges measured.
 MEMORY_SHARE = 0.5
 SAMPLE_EDGES = 1_000_000
 _CGROUP = Path("/sys/fs/cgroup")
-# Every proxy pool made, kept for the life of the process: Arrow frees a buffer into the pool it came
-# from through a plain pointer, so a buffer outliving its pool (a kernel's cache, a view numpy or
-# scipy kept) would free into freed memory. A pool is a few bytes; one is made per measure.
-_POOLS: list[pa.MemoryPool] = []
 
 
 def available_memory() -> int:
@@ -46,25 +51,35 @@ def available_memory() -> int:
 
 def peak_bytes_per_edge(x: pa.Array, y: pa.Array) -> float:
     """The peak memory of finding the components of edges ``(x, y)``, with the
-    edges themselves, per edge."""
+    edges themselves, per edge (measured in a fresh interpreter)."""
     if len(x) == 0:
         return 0.0
-    # A pool of its own, handed to the computation (not made Arrow's default: other threads
-    # would allocate from it too), and never destroyed (see _POOLS).
+    package_root = str(Path(beam_curator.__file__).resolve().parent.parent)
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root,
+                                                                             os.environ.get("PYTHONPATH")]))}
+    with tempfile.TemporaryDirectory(prefix="beam_curator_edges_") as folder:
+        path = os.path.join(folder, "edges.arrow")
+        table = pa.table({"x": x, "y": y})
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        done = subprocess.run([sys.executable, "-m", __name__, path], capture_output=True, text=True,
+                              env=environment, check=False)
+    if done.returncode:
+        raise RuntimeError(f"measuring the memory of connected components failed:\n{done.stderr[-2000:]}")
+    return float(done.stdout.split()[-1])
+
+
+def _measure(path: str) -> float:
+    """In the measuring interpreter: the edges in the Arrow file ``path``,
+    their components found with numpy's and scipy's allocations traced and
+    Arrow's through a proxy pool, the peak per edge."""
+    with pa.memory_map(path) as source:
+        table = pa.ipc.open_file(source).read_all()
+    x, y = table.column("x").combine_chunks(), table.column("y").combine_chunks()
     pool = pa.proxy_memory_pool(pa.default_memory_pool())
-    _POOLS.append(pool)
-    tracing = tracemalloc.is_tracing()
-    if tracing:
-        tracemalloc.reset_peak()
-    else:
-        tracemalloc.start()
-    try:
-        found = component_groups(x, y, pool)
-        _, python_peak = tracemalloc.get_traced_memory()
-        del found
-    finally:
-        if not tracing:
-            tracemalloc.stop()
+    tracemalloc.start()
+    component_groups(x, y, pool)
+    _, python_peak = tracemalloc.get_traced_memory()
     return (x.nbytes + y.nbytes + pool.max_memory() + python_peak) / len(x)
 
 
@@ -75,3 +90,7 @@ def in_memory_edge_limit(x: pa.Array, y: pa.Array, memory: int | None = None) ->
     per_edge = peak_bytes_per_edge(x, y)
     memory = int(available_memory() * MEMORY_SHARE) if memory is None else memory
     return (int(memory // per_edge) if per_edge else memory), per_edge
+
+
+if __name__ == "__main__":
+    print(_measure(sys.argv[1]))

@@ -89,45 +89,63 @@ def band_range_name(first: int, last: int) -> str:
 
 
 class BandKeysStage(ProcessingStage):
-    """Task ``n``: the ``n``-th signature file in, its documents' keys in
-    every band out, each record tagged with its LSH task (``_to``: band range
-    ``i`` and partition ``p`` make task ``i * partitions + p``) and written,
-    sorted by it, to ``<folder>/part.<n>.parquet`` (the step's sink), one
-    band range at a time: the task holds the file's signatures and the
-    records of one range."""
+    """Task ``n``: the ``n``-th group of signature files in, their documents'
+    keys in every band out, each record tagged with its LSH task (``_to``:
+    band range ``i`` and partition ``p`` make task ``i * partitions + p``)
+    and written, sorted by it, to ``<folder>/part.<n>.parquet`` (the step's
+    sink), one band range at a time: the task holds one file's signatures
+    and the group's records of one band range. Groups of many small files
+    keep the band-key files few and large, so that an LSH task finds its
+    records in a few row groups of each (``file_groups``)."""
 
     name = "band_keys"
     is_sink_stage = True
 
-    def __init__(self, signature_files: list[str], id_column: str, band_ranges: list[range],
+    def __init__(self, groups: list[list[str]], id_column: str, band_ranges: list[range],
                  minhashes_per_band: int, partitions: int, folder: str) -> None:
-        self.signature_files = signature_files
+        self.groups = groups
         self.id_column = id_column
         self.band_ranges = band_ranges
         self.minhashes_per_band = minhashes_per_band
         self.partitions = partitions
         self.folder = folder.rstrip("/")
 
-    def process(self, task: IdBucketTask) -> FileGroupTask:
-        table = read_parquet(self.signature_files[task.data], [self.id_column, MINHASH_FIELD])
+    def _records(self, url: str, number: int, bands: range) -> pa.Table:
+        """The records of one signature file in the bands of range ``number``."""
+        table = read_parquet(url, [self.id_column, MINHASH_FIELD])
         column = table.column(MINHASH_FIELD).combine_chunks()
         values = column.values.to_numpy().reshape(len(column), self.band_ranges[-1].stop * self.minhashes_per_band)
-        ids = table.column(self.id_column).combine_chunks()
+        keys, first = band_keys(values, bands, self.minhashes_per_band)
         width = (self.minhashes_per_band + 1) * values.dtype.itemsize
-        schema = pa.schema([(BAND_KEY, pa.binary(width)), (self.id_column, ids.type), (TO, pa.int32())])
+        to = number * self.partitions + (first % self.partitions).astype(np.int64)
+        return pa.table({
+            BAND_KEY: pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), len(keys),
+                                                           [None, pa.py_buffer(keys.tobytes())]),
+            self.id_column: pa.concat_arrays([table.column(self.id_column).combine_chunks()] * len(bands)),
+            TO: pa.array(to.astype(np.int32)),
+        })
 
-        def ranges() -> Iterator[pa.Table]:
-            for number, bands in enumerate(self.band_ranges):
-                keys, first = band_keys(values, bands, self.minhashes_per_band)
-                to = number * self.partitions + (first % self.partitions).astype(np.int64)
-                yield pa.table({
-                    BAND_KEY: pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), len(keys),
-                                                                   [None, pa.py_buffer(keys.tobytes())]),
-                    self.id_column: pa.concat_arrays([ids] * len(bands)),
-                    TO: pa.array(to.astype(np.int32)),
-                }).sort_by(TO)
+    def process(self, task: IdBucketTask) -> FileGroupTask:
+        files = self.groups[task.data]
+        ranges = (pa.concat_tables([self._records(url, number, bands) for url in files]).sort_by(TO)
+                  for number, bands in enumerate(self.band_ranges))
+        first = next(ranges)
+        return written_in_pieces(self.folder, f"part.{task.data}.parquet", first.schema,
+                                 itertools.chain([first], ranges), task.data, "band_keys")
 
-        return written_in_pieces(self.folder, f"part.{task.data}.parquet", schema, ranges(), task.data, "band_keys")
+
+def file_groups(files: list[str], rows: list[int], limit: int) -> list[list[str]]:
+    """Consecutive ``files`` in groups of at most ``limit`` rows (``rows``
+    per file; a larger file makes a group of its own)."""
+    groups: list[list[str]] = []
+    held = limit
+    for url, count in zip(files, rows):
+        if held + count > limit:
+            groups.append([])
+            held = 0
+        groups[-1].append(url)
+        held += count
+    return groups
 
 
 class LSHBucketsStage(ProcessingStage):

@@ -6,8 +6,9 @@ lays out its cache:
 
 1. ``minhash``: per input file (a checkpointed partition keyed by the file's
    fingerprint), each document's signature into ``<cache>/MinHashStage/``;
-2. ``lsh``: each signature file's band keys routed to the tasks that read
-   them (``<cache>/fuzzy/band_keys/``, removed once the phase is done), then
+2. ``lsh``: the band keys of each group of signature files (``BAND_KEY_RECORDS``)
+   sorted by the task that reads them (``<cache>/fuzzy/band_keys/``, removed
+   once the phase is done), then
    one task per (band range of ``bands_per_iteration`` bands, partition), the
    buckets of two or more documents into
    ``<cache>/LSHStage/band_<i>-band_<j>/part.<p>.parquet``;
@@ -41,6 +42,7 @@ import pyarrow.parquet as pq
 from beam_curator.dedup.fuzzy.lsh import component_groups
 from beam_curator.dedup.fuzzy.memory_bound import SAMPLE_EDGES, in_memory_edge_limit
 from beam_curator.dedup.fuzzy.minhash import permutation_seeds
+from beam_curator.checkpoint.files import relative_name
 from beam_curator.errors import CuratorError
 from beam_curator.writing import write_atomically
 from beam_curator.workflows.exact.id_generator import write_id_generator
@@ -56,6 +58,7 @@ from beam_curator.workflows.fuzzy.stages import (
     ScatterEdgesStage,
     StarLabelsStage,
     StarRoundStage,
+    file_groups,
 )
 from beam_curator.workflows.per_file import PerFileDeduplication
 from beam_curator.workflows.semantic.id_check import BucketWriter, ListIdBucketsStage
@@ -71,6 +74,10 @@ ID_GENERATOR_FILENAME = "fuzzy_id_generator.json"
 # (key, id) records an LSH task holds: 64 bytes each at NeMo's 13 minhashes per band, about 200 while
 # bucketing them (a task at this bound peaks 1.7 GB above the process: bench/bench_fuzzy_scale.py --lsh-bound).
 RECORDS_PER_PARTITION = 1 << 23
+# The (key, id) records of one band range a band-key task holds and sorts (its group of signature files):
+# each LSH task finds its records in a row group or two of a band-key file while the partitions per band
+# range stay below BAND_KEY_RECORDS / ROWS_PER_GROUP (64, reached at about 107M documents).
+BAND_KEY_RECORDS = 1 << 22
 # The rows of a star round's task are bounded by ROWS_PER_BATCH (stages.py), its buckets sized from this.
 MAX_STAR_ROUNDS = 200
 PHASES = ("minhash", "lsh", "edges", "connected_components", "identification", "removal")
@@ -196,10 +203,14 @@ class FuzzyDeduplicationWorkflow(PerFileDeduplication):
         key = digest([hashed["fingerprint"], self.num_bands, self.minhashes_per_band, self.bands_per_iteration,
                       partitions, self.id_column])
         signature_files = parquet_files(self.minhashes)
+        recorded = hashed.get("file_rows", {})  # a marker of an earlier version has none: count from the footers
+        rows = [recorded.get(relative_name(self.minhashes, url)) for url in signature_files]
+        rows = [parquet_metadata(url).num_rows if count is None else count for url, count in zip(signature_files, rows)]
+        groups = file_groups(signature_files, rows, BAND_KEY_RECORDS // self.bands_per_iteration)
         band_keys = f"{self.cache_path}/fuzzy/band_keys"
         feeder = FeederStep("lsh-band-keys", [
-            ListIdBucketsStage(len(signature_files)),
-            BandKeysStage(signature_files, self.id_column, ranges, self.minhashes_per_band, partitions, band_keys),
+            ListIdBucketsStage(len(groups)),
+            BandKeysStage(groups, self.id_column, ranges, self.minhashes_per_band, partitions, band_keys),
         ], f"{self.cache_path}/checkpoints/lsh-band-keys", band_keys)
         stages = [
             ListIdBucketsStage(len(ranges) * partitions),

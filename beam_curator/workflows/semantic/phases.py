@@ -187,7 +187,8 @@ class PhaseBook:
         there; otherwise run for the partitions that need it, then rid
         ``output`` of files no current partition wrote (inputs removed since).
         Returns the marker's details: ``fingerprint``, ``rows`` (records in
-        ``output``), ``files``, and what ``describe()`` adds once the phase ran."""
+        ``output``), ``files``, ``file_rows`` (records per file, by its name
+        in ``output``), and what ``describe()`` adds once the phase ran."""
         keys = current_partitions(stages)
         key = digest([settings, keys])
         if self.is_done(name, key):
@@ -210,7 +211,8 @@ class PhaseBook:
         if stale:
             logger.info("%s: removed %d file(s) of inputs that are gone, e.g. %s", name, len(stale), stale[0])
         rows = sum(record[2] or 0 for record in records)
-        self.mark_done(name, key, [output], rows=rows, files=len(records), **(describe() if describe else {}))
+        self.mark_done(name, key, [output], rows=rows, files=len(records),
+                       file_rows={record[0]: record[2] for record in records}, **(describe() if describe else {}))
         return self.details(name)
 
     def run_afresh(
