@@ -236,22 +236,23 @@ def kill_in_phase_and_resume(tmp_path: Path, workflow: str, outputs: str, at: in
     return phases
 
 
-def killed_on_a_runner_and_resumed(tmp_path: Path, workflow: str, killed: tuple[str, str, int], phases: list[str],
-                                   run: Callable[..., dict], listed: Callable[[str], list], runner: dict,
-                                   after_kill: Callable[[], None] | None = None) -> None:
+def killed_on_a_runner_and_resumed(tmp_path: Path, workflow: str, kills: list[tuple[str, str, int]],
+                                   phases: list[str], run: Callable[..., dict], listed: Callable[[str], list],
+                                   runner: dict, after_kill: Callable[[], None] | None = None) -> None:
     """The check of a deduplication workflow on a runner with workers:
-    ``workflow`` on ``runner``, SIGKILLed in phase ``killed[0]`` (once
-    ``killed[2]`` files match ``killed[1]``; with ``after_kill``, its whole
-    process group, then ``after_kill()``), is resumed on the same runner by
-    ``run("out", **runner)``, which starts in that phase or the next, never
-    earlier, and lists (``listed(name)``) what ``run("local")`` lists on the
-    local runner."""
-    phase, outputs, at = killed
-    kill_in_phase(tmp_path, workflow, outputs, at, whole_group=after_kill is not None, **runner)
-    if after_kill:
-        after_kill()
+    ``workflow`` on ``runner`` SIGKILLed in each phase of ``kills`` in turn,
+    each run resuming the one before (``(phase, outputs, at)``: killed once
+    ``at`` files match ``outputs``; with ``after_kill``, its whole process
+    group, then ``after_kill()``), is resumed on the same runner by
+    ``run("out", **runner)``, which starts in the last killed phase or the
+    next, never earlier, and lists (``listed(name)``) what ``run("local")``
+    lists on the local runner."""
+    for _, outputs, at in kills:
+        kill_in_phase(tmp_path, workflow, outputs, at, whole_group=after_kill is not None, **runner)
+        if after_kill:
+            after_kill()
     phases_run = run("out", **runner)["phases_run"]
-    first = phases.index(phase)
-    assert phases_run in (phases[first:], phases[first + 1:]), phases_run
+    last = phases.index(kills[-1][0])
+    assert phases_run in (phases[last:], phases[last + 1:]), phases_run
     run("local")
     assert listed("out") == listed("local")

@@ -413,7 +413,7 @@ def test_exact_and_fuzzy_dedup_killed_on_a_cluster_resume_to_the_local_runners_i
     if workflow == "exact":
         exact_tests.write_corpus(tmp_path / "input", files=6, per_file=6)
         planted = exact_tests.expected(tmp_path / "input")
-        killed_on_a_runner_and_resumed(tmp_path, exact_tests.KILLED_RUN, exact_tests.KILLED_IN_HASHING,
+        killed_on_a_runner_and_resumed(tmp_path, exact_tests.KILLED_RUN, [exact_tests.KILLED_IN_HASHING],
                                        ["hashing", "identification"],
                                        lambda name, **settings: exact_tests.exact(tmp_path, name, **settings),
                                        lambda name: exact_tests.removed(tmp_path / name, "doc_id"),
@@ -421,7 +421,7 @@ def test_exact_and_fuzzy_dedup_killed_on_a_cluster_resume_to_the_local_runners_i
         assert exact_tests.removed(tmp_path / "local", "doc_id") == planted
     else:
         planted = fuzzy_tests.expected(fuzzy_tests.write_corpus(tmp_path / "input", files=3, per_file=9))
-        killed_on_a_runner_and_resumed(tmp_path, fuzzy_tests.KILLED_RUN, fuzzy_tests.KILLED_IN_LSH,
+        killed_on_a_runner_and_resumed(tmp_path, fuzzy_tests.KILLED_RUN, [fuzzy_tests.KILLED_IN_LSH],
                                        list(fuzzy_tests.PHASES[:-1]),
                                        lambda name, **settings: fuzzy_tests.fuzzy(tmp_path, name, **settings),
                                        lambda name: fuzzy_tests.removed(tmp_path / name),

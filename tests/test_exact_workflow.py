@@ -169,6 +169,7 @@ def test_reruns_follow_changed_added_and_removed_files_like_a_fresh_run(tmp_path
 KILLED_RUN = ("ExactDeduplicationWorkflow(sys.argv[1], sys.argv[2], input_filetype='jsonl', assign_id=False, "
               "id_field='doc_id')")
 KILLED_IN_HASHING = ("hashing", "exact/hashes/[!.]*.parquet", 2)
+KILLED_IN_EACH_PHASE = [KILLED_IN_HASHING, ("identification", "ExactDuplicateIds/[!.]*.parquet", 1)]
 
 
 @pytest.mark.parametrize(("phase", "outputs", "at"), [
@@ -203,9 +204,9 @@ def test_the_exact_command_prints_a_summary_and_says_when_nothing_is_left(tmp_pa
     assert exit_.value.code == 2
 
 
-def test_runners_with_workers_resume_a_killed_run_to_the_local_runners_ids(tmp_path: Path, worker_runner: dict) -> None:
+def test_runners_with_workers_resume_runs_killed_in_each_phase_to_the_local_runners_ids(tmp_path: Path, worker_runner: dict) -> None:
     write_corpus(tmp_path / "input", files=6, per_file=6)
-    killed_on_a_runner_and_resumed(tmp_path, KILLED_RUN, KILLED_IN_HASHING, ["hashing", "identification"],
+    killed_on_a_runner_and_resumed(tmp_path, KILLED_RUN, KILLED_IN_EACH_PHASE, ["hashing", "identification"],
                                    lambda name, **settings: exact(tmp_path, name, **settings),
                                    lambda name: removed(tmp_path / name, "doc_id"), worker_runner)
     assert removed(tmp_path / "local", "doc_id") == expected(tmp_path / "input")

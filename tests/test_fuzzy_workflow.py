@@ -179,6 +179,13 @@ def test_planted_near_copies_match_brute_force_and_are_removed(tmp_path: Path) -
 
 KILLED_RUN = "FuzzyDeduplicationWorkflow(sys.argv[1], sys.argv[1], sys.argv[2], input_filetype='jsonl', id_field='doc_id')"
 KILLED_IN_LSH = ("lsh", "LSHStage/*/[!.]*.parquet", 1)
+KILLED_IN_EACH_PHASE = [  # one after another, each run resuming the one before
+    ("minhash", "MinHashStage/[!.]*.parquet", 1),
+    KILLED_IN_LSH,
+    ("edges", "BucketsToEdgesStage/*/[!.]*.parquet", 1),
+    ("connected_components", "ConnectedComponentsStage/[!.]*.parquet", 1),
+    ("identification", "FuzzyDuplicateIds/[!.]*.parquet", 1),
+]
 
 
 @pytest.mark.parametrize(("phase", "outputs", "at"), [
@@ -241,9 +248,9 @@ def test_the_fuzzy_command_prints_a_summary(tmp_path: Path, capsys) -> None:
     assert exit_.value.code == 2 and "did you mean --num-bands" in capsys.readouterr().err
 
 
-def test_runners_with_workers_resume_a_killed_run_to_the_local_runners_ids(tmp_path: Path, worker_runner: dict) -> None:
+def test_runners_with_workers_resume_runs_killed_in_each_phase_to_the_local_runners_ids(tmp_path: Path, worker_runner: dict) -> None:
     texts = write_corpus(tmp_path / "input", files=3, per_file=9)
-    killed_on_a_runner_and_resumed(tmp_path, KILLED_RUN, KILLED_IN_LSH, list(PHASES[:-1]),
+    killed_on_a_runner_and_resumed(tmp_path, KILLED_RUN, KILLED_IN_EACH_PHASE, list(PHASES[:-1]),
                                    lambda name, **settings: fuzzy(tmp_path, name, **settings),
                                    lambda name: removed(tmp_path / name), worker_runner)
     assert removed(tmp_path / "local") == expected(texts)
