@@ -597,8 +597,8 @@ def main(argv: list[str] | None = None) -> int:
             f"alone: "
             f"{bound['wall']:.1f} s wall, {bound['cpu']:.1f} s CPU, RSS {gb(bound['start_rss'])} GB at the start "
             f"and {gb(bound['peak_rss'])} GB at the peak ({bound['buckets']:,} buckets of two or more); the band-key "
-            f"tasks before it (one per signature file of {args.docs_per_file:,} documents) peaked at "
-            f"{gb(bound['band_keys_peak_rss'])} GB.\n"
+            f"tasks before it (each holding one band range's records of its group of signature files, at most "
+            f"`BAND_KEY_RECORDS` = 2^22) peaked at {gb(bound['band_keys_peak_rss'])} GB.\n"
         )
     publish(__file__, body, args.append, machine)
     return 0

@@ -165,11 +165,12 @@ class LSHBucketsStage(ProcessingStage):
         columns = [BAND_KEY, self.id_column]
         records = pa.concat_tables([_row_schema(self.band_keys, columns).empty_table(),
                                     *batches_of_bucket(self.band_keys, task.data, ROWS_PER_BATCH, columns)])
-        column = records.column(BAND_KEY).combine_chunks()
+        column, ids = records.column(BAND_KEY).combine_chunks(), records.column(self.id_column).combine_chunks()
+        del records  # its chunks, copied into one array each, go before bucketing
         width = column.type.byte_width
         keys = np.frombuffer(column.buffers()[1], np.dtype((np.void, width)), len(column), column.offset * width)
-        found_keys, found_ids, offsets = buckets(keys, records.column(self.id_column).combine_chunks())
-        del records, column, keys
+        found_keys, found_ids, offsets = buckets(keys, ids)
+        del column, ids, keys
         result = DocumentBatch(dataset_name="lsh_buckets", data=pa.table({
             BUCKET_FIELD: pa.FixedSizeBinaryArray.from_buffers(
                 pa.binary(width), len(found_keys), [None, pa.py_buffer(found_keys.tobytes())]),
