@@ -72,7 +72,7 @@ logger = logging.getLogger(__name__)
 DUPLICATES_FOLDER = "FuzzyDuplicateIds"  # NeMo Curator's names
 ID_GENERATOR_FILENAME = "fuzzy_id_generator.json"
 # (key, id) records an LSH task holds: 64 bytes each at NeMo's 13 minhashes per band, about 200 while
-# bucketing them (a task at this bound peaks 1.7 GB above the process: bench/bench_fuzzy_scale.py --lsh-bound).
+# bucketing them (a task at this bound peaks 1.9 GB above the process: bench/bench_fuzzy_scale.py --lsh-bound).
 RECORDS_PER_PARTITION = 1 << 23
 # The (key, id) records of one band range a band-key task holds and sorts (its group of signature files):
 # each LSH task finds its records in a row group or two of a band-key file while the partitions per band
