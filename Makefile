@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+PYTEST_WORKERS ?= 2
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test bench install clean
@@ -15,8 +16,10 @@ install: $(STAMP)
 demo: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python examples/semdedup_demo.py
 
+# Tests in PYTEST_WORKERS processes, a test file to each in collection order: the two cluster files
+# (tests/test_cluster_*.py, the longest) start first, on separate workers, each starting its cluster once.
 test: $(STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q --durations=30 tests
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q --durations=30 -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 
 bench: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python bench/run_all.py

@@ -67,20 +67,29 @@ def check_run_and_rerun(tmp_path: Path, **runner: object) -> None:
     )
     assert len(kept) == len(rows) - 2
     assert sum(doc in kept for doc in ("d1", "copy-1")) == 1 and sum(doc in kept for doc in ("d4", "copy-4")) == 1
-    phases = (("embedding", 3), ("kmeans-sample", 3), ("check-ids", 1), ("assign", 3), ("group-by-cluster", 1),
-              ("pairwise", 1), ("removal", 3))
-    for phase, partitions in phases:
-        checkpoint = phase_checkpoint(tmp_path / "cache", phase)
-        pids = writer_pids(checkpoint)
-        assert pids and os.getpid() not in pids, f"{phase} marks must come from worker processes, got {pids}"
-        assert len(open_store(str(checkpoint)).completed()) == partitions
+    check_marks_from_workers(tmp_path / "cache", os.getpid())
     written = {path: path.stat().st_mtime_ns for path in (tmp_path / "output").rglob("*") if path.is_file()}
     second = run(tmp_path, **runner)
     assert second["num_duplicates"] == 2 and second["embedding_time"] < first["embedding_time"]
     assert {path: path.stat().st_mtime_ns for path in (tmp_path / "output").rglob("*") if path.is_file()} == written, \
         "the rerun wrote output again"
-    for phase, _ in phases:
+    for phase, _ in PHASE_PARTITIONS:
         assert os.getpid() not in writer_pids(phase_checkpoint(tmp_path / "cache", phase))
+
+
+# The partitions each phase marks on write_input's three files.
+PHASE_PARTITIONS = (("embedding", 3), ("kmeans-sample", 3), ("check-ids", 1), ("assign", 3), ("group-by-cluster", 1),
+                    ("pairwise", 1), ("removal", 3))
+
+
+def check_marks_from_workers(cache: Path, driver: int) -> None:
+    """Every phase of a run on write_input's files marked each of its partitions, from processes other than
+    the ``driver``."""
+    for phase, partitions in PHASE_PARTITIONS:
+        checkpoint = phase_checkpoint(cache, phase)
+        pids = writer_pids(checkpoint)
+        assert pids and driver not in pids, f"{phase} marks must come from worker processes, got {pids}"
+        assert len(open_store(str(checkpoint)).completed()) == partitions
 
 
 @pytest.mark.slow

@@ -1,0 +1,389 @@
+"""The checks every engine's cluster passes, as a base class that
+``test_cluster_flink.py`` and ``test_cluster_spark.py`` run against a Flink
+and a Spark cluster (engine-specific steps are the subclasses' methods).
+
+Beam's job servers are built with Maven on first use (or taken from
+``BEAM_CURATOR_FLINK_JOB_SERVER_JAR`` / ``BEAM_CURATOR_SPARK_JOB_SERVER_JAR``);
+the engines run as the embedded clusters of their job servers and as
+standalone clusters of separate JVMs (a JobManager and a TaskManager; a
+Spark master and worker) started from PyPI's engine jars. SDK workers come
+from an EXTERNAL worker pool (no Docker here). Each test that interrupts a
+run compares the rerun's output with an uninterrupted run's. One file per
+engine, so that pytest-xdist (``--dist loadfile``) runs each engine's tests
+in one worker process, which starts that engine's cluster once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import ContextManager, Iterator
+
+import pytest
+
+from beam_curator.checkpoint import open_store
+from beam_curator.runners import WorkerPool
+from beam_curator.runners.job_server import JOB_SERVERS, job_server_jar
+from stages_for_tests import killed_on_a_runner_and_resumed, run_and_resume, writer_pids
+
+TESTS_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS_DIR / "scripts"))
+import curator_helpers  # noqa: E402  (tests/scripts: the driver script's stages)
+import test_exact_workflow as exact_tests  # noqa: E402
+import test_fuzzy_workflow as fuzzy_tests  # noqa: E402
+from test_semdedup_workers import check_marks_from_workers, write_input  # noqa: E402
+
+
+def missing(engine: str, package: str | None = None) -> str:
+    """Why ``engine`` cannot run here, or "" when it can."""
+    if not shutil.which("java"):
+        return "no java on PATH to run the job server"
+    named = os.environ.get(JOB_SERVERS[engine].variable)
+    if not named and not shutil.which("mvn"):
+        return f"no mvn on PATH to build the {engine} job server, and {JOB_SERVERS[engine].variable} is unset"
+    if package:
+        try:
+            __import__(package)
+        except ImportError:
+            return f"{package} is not installed (the clusters extra) to start a standalone {engine} cluster"
+    return ""
+
+
+FILES = 10
+DELAY = 1.0
+
+
+def _driver(tmp_path: Path, input_dir: Path, runner: dict, log: str, *extra: str) -> list[str]:
+    settings = {key: value for key, value in runner.items() if key != "runner"}
+    return [sys.executable, str(TESTS_DIR / "scripts" / "resume_pipeline.py"), str(input_dir), str(tmp_path / "out"),
+            str(tmp_path / "ckpt"), "--log", str(tmp_path / log), "--delay", str(DELAY),
+            "--runner", runner["runner"], "--settings", json.dumps(settings), *extra]
+
+
+def _environment() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=curator_helpers.scripts_pythonpath())
+
+
+def _reference(tmp_path: Path, input_dir: Path) -> Path:
+    reference = tmp_path / "reference"
+    curator_helpers.resume_pipeline(str(input_dir), str(reference), str(tmp_path / "reference.log"), 0).run()
+    return reference
+
+
+def _running_job(cluster: object) -> str | None:
+    """The id of the engine's running job or application, if any."""
+    if hasattr(cluster, "jobs"):
+        return next((job["id"] for job in cluster.jobs() if job["status"] in ("RUNNING", "RESTARTING", "CREATED")), None)
+    return next((app["id"] for app in cluster.state().get("activeapps", [])), None)
+
+
+def _wait_until_idle(cluster: object, timeout: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout
+    while _running_job(cluster):
+        assert time.monotonic() < deadline, "the engine's job never ended"
+        time.sleep(0.5)
+
+
+def _rerun_and_compare(tmp_path: Path, input_dir: Path, runner: dict, reference: Path, *extra: str) -> None:
+    """Rerun the same command: it redoes exactly the unmarked partitions and the output equals an
+    uninterrupted run's; then every partition is marked."""
+    every = {curator_helpers.source_id([file]) for file in input_dir.glob("*.jsonl")}
+    marked = open_store(str(tmp_path / "ckpt")).completed()
+    second = subprocess.run(_driver(tmp_path, input_dir, runner, "second.log", *extra), capture_output=True, text=True,
+                            timeout=300, env=_environment())
+    assert second.returncode == 0, second.stderr[-3000:]
+    summary = json.loads(second.stdout.strip().splitlines()[-1])
+    assert summary == {"pending": FILES - len(marked), "skipped": len(marked), "completed": FILES - len(marked)}
+    log = tmp_path / "second.log"
+    rerun = ["_".join(line.split("_")[:2]) for line in log.read_text().splitlines()] if log.exists() else []
+    assert sorted(rerun) == sorted(every - marked), "each unmarked partition once, and only those"
+    output = tmp_path / "out"
+    assert sorted(p.name for p in output.iterdir() if not p.name.startswith(".")) == sorted(p.name for p in reference.iterdir())
+    assert curator_helpers.output_rows(output) == curator_helpers.output_rows(reference)
+    assert open_store(str(tmp_path / "ckpt")).completed() == every
+
+
+def _mark_times(tmp_path: Path, command: list[str]) -> tuple[list[float], float]:
+    """Run ``command`` to its end, watching the checkpoint: when each partition's mark appeared and when
+    the driver exited, in seconds from its start; its summary says every partition completed."""
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_environment())
+    start, seen = time.monotonic(), {}
+    while first.poll() is None:
+        for partition in open_store(str(tmp_path / "ckpt")).completed() - seen.keys():
+            seen[partition] = time.monotonic() - start
+        time.sleep(0.05)
+    end = time.monotonic() - start
+    out, err = first.communicate()
+    assert first.returncode == 0, err[-3000:]
+    assert json.loads(out.strip().splitlines()[-1])["completed"] == FILES
+    return sorted(seen.values()), end
+
+
+def _check_marks_as_partitions_finish(times: list[float], end: float, what: str) -> None:
+    print(f"{what}: first mark {times[0]:.1f} s, last {times[-1]:.1f} s, driver exit {end:.1f} s")
+    assert len(times) >= FILES // 2 and times[0] < times[-1] - 2 * DELAY, \
+        f"marks must appear as partitions finish, not all at the end: {times} (driver exit {end:.1f} s)"
+
+
+def run_marks_from_workers(checkpoint: Path) -> bool:
+    pids = writer_pids(checkpoint)
+    return bool(pids) and os.getpid() not in pids
+
+
+def _command_duplicates(tmp_path: Path, name: str, runner: list[str]) -> tuple[set[str], str, int]:
+    """``beam-curator semdedup`` on ``write_input``'s files in ``tmp_path / "input"``: the removed ids,
+    the printed output and the command's pid."""
+    command = [str(Path(sys.executable).parent / "beam-curator"), "semdedup", "--input", str(tmp_path / "input"),
+               "--input-filetype", "jsonl", "--output", str(tmp_path / name), "--cache", str(tmp_path / f"{name}-cache"),
+               "--id-field", "doc_id", "--n-clusters", "2", "--eps", "0.01", "--embedding-backend",
+               "sentence-transformers", *runner]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=_environment()) as done:
+        out, err = done.communicate(timeout=900)
+    assert done.returncode == 0, err[-3000:]
+    import pandas as pd
+
+    removed = pd.read_parquet(tmp_path / name / "duplicates" / "duplicates.parquet")
+    return set(removed["id"].astype(str)), out + err, done.pid
+
+
+def _output_times(folder: Path) -> dict[Path, int]:
+    return {path: path.stat().st_mtime_ns for path in folder.rglob("*") if path.is_file()}
+
+
+class ClusterChecks:
+    """What a run on an engine's standalone cluster (the subclass's ``cluster``
+    fixture) and on its job server's embedded cluster must do."""
+
+    engine: str
+    package: str  # the Python package the standalone cluster is started from
+    embedded: dict  # runner settings of the job server's embedded cluster
+
+    # ---- engine-specific steps ----------------------------------------------------------------------
+
+    def standalone_cluster(self) -> ContextManager[object]:
+        """The engine's standalone cluster, stopped when the context ends."""
+        raise NotImplementedError
+
+    def cli_flags(self, cluster: object) -> list[str]:
+        """The command's flags that name the cluster."""
+        raise NotImplementedError
+
+    def cancel(self, cluster: object, job: str) -> None:
+        """Cancel ``job`` through the engine."""
+        raise NotImplementedError
+
+    def kill_worker(self, cluster: object) -> None:
+        """SIGKILL the cluster's worker and what it runs."""
+        raise NotImplementedError
+
+    def restart_worker(self, cluster: object) -> None:
+        """Start a new worker in the killed one's place."""
+        raise NotImplementedError
+
+    def job_servers(self) -> int:
+        """How many job servers this process's runs keep for later pipelines."""
+        return 0
+
+    # ---- fixtures ------------------------------------------------------------------------------------
+
+    @pytest.fixture(scope="class")
+    def pool(self) -> Iterator[WorkerPool]:
+        """SDK workers that can import both the test stages and the driver script's."""
+        with WorkerPool(pythonpath=[str(TESTS_DIR), str(TESTS_DIR / "scripts")]) as workers:
+            yield workers
+
+    @pytest.fixture(scope="class", autouse=True)
+    def job_servers_stopped(self) -> Iterator[None]:
+        """The job servers this class's runs started (one per settings, kept by
+        the runners for the process's later pipelines) stopped with the class,
+        while pytest still captures what their stopping logs."""
+        yield
+        from apache_beam.runners.portability.spark_runner import JOB_SERVER_CACHE
+
+        from beam_curator.runners.flink_runner import _JOB_SERVERS
+
+        for servers in (_JOB_SERVERS, JOB_SERVER_CACHE):
+            for server in servers.values():
+                server.stop()
+            servers.clear()
+
+    @pytest.fixture(scope="class")
+    def cluster(self) -> Iterator[object]:
+        if missing(self.engine, self.package):
+            pytest.skip(missing(self.engine, self.package))
+        job_server_jar(self.engine)  # built before the cluster starts, not inside a test's timing
+        with self.standalone_cluster() as cluster:
+            yield cluster
+
+    def runner(self, cluster: object, pool: WorkerPool) -> dict:
+        return {"runner": self.engine, **cluster.settings(), **pool.settings()}
+
+    # ---- the checks ----------------------------------------------------------------------------------
+
+    def test_the_embedded_cluster_marks_from_workers_and_resumes(self, tmp_path: Path, pool: WorkerPool) -> None:
+        if missing(self.engine):
+            pytest.skip(missing(self.engine))
+        pids, _ = run_and_resume(tmp_path, self.engine, **self.embedded, **pool.settings())
+        assert pool.process.pid not in pids
+
+    def test_cluster_marks_as_partitions_finish_from_the_engines_workers(
+        self, tmp_path: Path, pool: WorkerPool, cluster: object,
+    ) -> None:
+        input_dir = curator_helpers.write_corpus(tmp_path / "in", FILES)
+        reference = _reference(tmp_path, input_dir)
+        times, end = _mark_times(tmp_path, _driver(tmp_path, input_dir, self.runner(cluster, pool), "first.log"))
+        _check_marks_as_partitions_finish(times, end, self.engine)
+        assert curator_helpers.output_rows(tmp_path / "out") == curator_helpers.output_rows(reference)
+        assert run_marks_from_workers(tmp_path / "ckpt")
+
+    @pytest.mark.parametrize("how", ["cancel", "kill-worker", "kill-driver"])
+    def test_an_interrupted_cluster_run_resumes_to_the_uninterrupted_output(
+        self, tmp_path: Path, pool: WorkerPool, cluster: object, how: str,
+    ) -> None:
+        """Cancel the job through the engine, SIGKILL its worker (TaskManager / Spark worker and its
+        executors) or SIGKILL the submitting process, once some partitions are marked; then rerun."""
+        self.interrupt_and_rerun(tmp_path, pool, cluster, how)
+
+    def interrupt_and_rerun(self, tmp_path: Path, pool: WorkerPool, cluster: object, how: str, *extra: str) -> None:
+        """Interrupt the driver's run with ``extra`` flags as ``how`` says once a partition is marked, rerun it
+        (``_rerun_and_compare``)."""
+        runner = self.runner(cluster, pool)
+        input_dir = curator_helpers.write_corpus(tmp_path / "in", FILES)
+        reference = _reference(tmp_path, input_dir)
+        every = {curator_helpers.source_id([file]) for file in input_dir.glob("*.jsonl")}
+        console = tmp_path / "first.out"
+        with console.open("w") as sink:
+            first = subprocess.Popen(_driver(tmp_path, input_dir, runner, "first.log", *extra), stdout=sink,
+                                     stderr=subprocess.STDOUT, env=_environment(), start_new_session=True)
+            try:
+                deadline = time.monotonic() + 240
+                while not open_store(str(tmp_path / "ckpt")).completed():
+                    assert first.poll() is None, f"the run ended before it could be interrupted:\n{console.read_text()[-3000:]}"
+                    assert time.monotonic() < deadline, f"no partition was marked:\n{console.read_text()[-3000:]}"
+                    time.sleep(0.05)
+                if how == "cancel":
+                    job = _running_job(cluster)
+                    assert job, "no running job to cancel"
+                    self.cancel(cluster, job)
+                    first.wait(timeout=120)
+                elif how == "kill-worker":
+                    self.kill_worker(cluster)
+                    assert open_store(str(tmp_path / "ckpt")).completed() < every, \
+                        "every partition was marked before the worker was killed"
+                    self.restart_worker(cluster)
+                    first.wait(timeout=240)  # the engine restarts the lost tasks on the new worker, or fails the job
+                else:
+                    first.send_signal(signal.SIGKILL)
+                    first.wait(timeout=30)
+                    _wait_until_idle(cluster)  # the job server it started lives on and may finish the job
+            finally:
+                try:
+                    os.killpg(first.pid, signal.SIGKILL)  # the job server it started, if it outlived it
+                except ProcessLookupError:
+                    pass
+        _wait_until_idle(cluster)
+        if how != "kill-worker":
+            assert open_store(str(tmp_path / "ckpt")).completed() < every or how == "kill-driver", \
+                "every partition was marked before the interruption took effect"
+        _rerun_and_compare(tmp_path, input_dir, runner, reference, *extra)
+
+    def test_a_task_that_fails_once_is_retried_by_the_engine(
+        self, tmp_path: Path, pool: WorkerPool, cluster: object,
+    ) -> None:
+        """Flink's restart strategy / Spark's task retries rerun a failed task: the run completes,
+        credits stay exact (every partition marked once complete) and no row is written twice."""
+        files = 4
+        input_dir = curator_helpers.write_corpus(tmp_path / "in", files)
+        reference = _reference(tmp_path, input_dir)
+        command = [*_driver(tmp_path, input_dir, self.runner(cluster, pool), "first.log"),
+                   "--fail-once-dir", str(tmp_path / "attempts")]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=400, env=_environment())
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert json.loads(done.stdout.strip().splitlines()[-1]) == {"pending": files, "skipped": 0, "completed": files}
+        assert len(list((tmp_path / "attempts").iterdir())) == files, "every partition failed once first"
+        assert curator_helpers.output_rows(tmp_path / "out") == curator_helpers.output_rows(reference)
+        assert open_store(str(tmp_path / "ckpt")).completed() == {curator_helpers.source_id([f]) for f in input_dir.glob("*.jsonl")}
+
+    def test_semantic_dedup_command_on_the_cluster_removes_what_the_local_runner_removes(
+        self, tmp_path: Path, pool: WorkerPool, cluster: object,
+    ) -> None:
+        """``beam-curator semdedup`` with the model loaded in the engine's workers: one of each planted pair
+        removed, as on the local runner; every phase marked from the workers; a rerun writes nothing and
+        says so. Summaries come from the job servers' metrics."""
+        write_input(tmp_path / "input")
+        flags = ["--runner", self.engine, *self.cli_flags(cluster), "--environment-type", "EXTERNAL",
+                 "--environment-config", pool.address]
+        on_cluster, out, driver = _command_duplicates(tmp_path, "out", flags)
+        assert "semantic deduplication summary" in out
+        assert len(on_cluster) == 2 and len(on_cluster & {"d1", "copy-1"}) == len(on_cluster & {"d4", "copy-4"}) == 1
+        check_marks_from_workers(tmp_path / "out-cache", driver)
+        written = _output_times(tmp_path / "out")
+        again, out, _ = _command_duplicates(tmp_path, "out", flags)
+        assert again == on_cluster and _output_times(tmp_path / "out") == written, "the rerun wrote output again"
+        assert "embedding: inputs and settings unchanged" in out and "removal: inputs and settings unchanged" in out, \
+            out[-2000:]
+        local, _, _ = _command_duplicates(tmp_path, "local", ["--runner", "local"])
+        assert on_cluster == local
+
+    def test_an_input_error_on_the_engines_workers_reaches_the_api_as_itself(
+        self, tmp_path: Path, pool: WorkerPool, cluster: object,
+    ) -> None:
+        """Beam hands the driver a worker's error as the job's failure text; the
+        package's own error is found in it and raised as itself, message alone."""
+        from beam_curator import Pipeline
+        from beam_curator.stages.io import CuratorInputError, JsonlReader, JsonlWriter
+
+        input_dir = curator_helpers.write_corpus(tmp_path / "in", 2)
+        bad = input_dir / "part-001.jsonl"
+        bad.write_text('{"id": "a", "n": 1, "text": "fine"}\n{"id": "b", n: 2}\n')
+        pipeline = Pipeline("bad-input", stages=[JsonlReader(str(input_dir)), JsonlWriter(str(tmp_path / "out"))])
+        with pytest.raises(CuratorInputError) as raised:
+            pipeline.run(str(tmp_path / "ckpt"), **self.runner(cluster, pool))
+        assert str(raised.value).startswith(f"{bad}, line 2: malformed JSON"), str(raised.value)[:500]
+        assert "Traceback" not in str(raised.value) and "while running" not in str(raised.value)
+
+    @pytest.mark.parametrize("workflow", ["exact", "fuzzy"])
+    def test_exact_and_fuzzy_dedup_killed_in_each_phase_resume_to_the_local_runners_ids(
+        self, tmp_path: Path, pool: WorkerPool, cluster: object, workflow: str,
+    ) -> None:
+        """SIGKILL of the driver and the job server it started while a phase runs
+        on the engine, whose job is then cancelled, as a crash of the submitting
+        machine would leave it, in each phase in turn (exact: hashing,
+        identification; fuzzy: minhash, lsh, edges, connected components,
+        identification), each run resuming the one before; the last rerun on the
+        same cluster starts in the last killed phase or the next and lists the
+        local runner's ids (the planted ones). On Flink the rerun's pipelines
+        share one job server (``SharedJobServerFlinkRunner``)."""
+        runner, servers = self.runner(cluster, pool), self.job_servers()
+
+        def cancel_the_job() -> None:
+            job = _running_job(cluster)
+            if job:
+                self.cancel(cluster, job)
+            _wait_until_idle(cluster)
+
+        if workflow == "exact":
+            exact_tests.write_corpus(tmp_path / "input", files=6, per_file=6)
+            planted = exact_tests.expected(tmp_path / "input")
+            killed_on_a_runner_and_resumed(tmp_path, exact_tests.KILLED_RUN, exact_tests.KILLED_IN_EACH_PHASE,
+                                           ["hashing", "identification"],
+                                           lambda name, **settings: exact_tests.exact(tmp_path, name, **settings),
+                                           lambda name: exact_tests.removed(tmp_path / name, "doc_id"),
+                                           runner, cancel_the_job)
+            assert exact_tests.removed(tmp_path / "local", "doc_id") == planted
+        else:
+            planted = fuzzy_tests.expected(fuzzy_tests.write_corpus(tmp_path / "input", files=3, per_file=9))
+            killed_on_a_runner_and_resumed(tmp_path, fuzzy_tests.KILLED_RUN, fuzzy_tests.KILLED_IN_EACH_PHASE,
+                                           list(fuzzy_tests.PHASES[:-1]),
+                                           lambda name, **settings: fuzzy_tests.fuzzy(tmp_path, name, **settings),
+                                           lambda name: fuzzy_tests.removed(tmp_path / name),
+                                           runner, cancel_the_job)
+            assert fuzzy_tests.removed(tmp_path / "local") == planted
+        assert self.job_servers() - servers <= 1, "each pipeline of the rerun started a job server"

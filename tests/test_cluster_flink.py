@@ -1,0 +1,70 @@
+"""The cluster checks (``cluster_checks.ClusterChecks``) on Flink: a
+standalone cluster of a JobManager and a TaskManager, and the job server's
+embedded one; and Flink's streaming mode with stateful completion."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ContextManager
+
+import pytest
+
+from beam_curator.checkpoint import open_store
+from beam_curator.runners import WorkerPool
+from cluster_checks import (FILES, ClusterChecks, _check_marks_as_partitions_finish, _driver, _mark_times, _reference,
+                            curator_helpers)
+
+pytestmark = pytest.mark.slow
+STREAMING_STATEFUL = ("--streaming", "--completion", "stateful")
+
+
+class TestOnFlink(ClusterChecks):
+    engine = "flink"
+    package = "pyflink"
+    embedded = {"flink_master": "[local]"}
+
+    def standalone_cluster(self) -> ContextManager[object]:
+        from beam_curator.runners.engines import FlinkCluster
+
+        return FlinkCluster(slots=2, restart_attempts=10)
+
+    def cli_flags(self, cluster: object) -> list[str]:
+        return ["--flink-master", cluster.master]
+
+    def cancel(self, cluster: object, job: str) -> None:
+        cluster.cancel(job)
+
+    def kill_worker(self, cluster: object) -> None:
+        cluster.taskmanager.kill()
+
+    def restart_worker(self, cluster: object) -> None:
+        cluster.restart_taskmanager()
+
+    def job_servers(self) -> int:
+        from beam_curator.runners import flink_runner
+
+        return len(flink_runner._JOB_SERVERS)
+
+    def test_streaming_stateful_completion_marks_as_partitions_finish(
+        self, tmp_path: Path, pool: WorkerPool, cluster: object,
+    ) -> None:
+        """In streaming mode the keyed stateful DoFn sees each credit as it is returned; the fused
+        completion on the same pipeline is measured beside it."""
+        input_dir = curator_helpers.write_corpus(tmp_path / "in", FILES)
+        reference = _reference(tmp_path, input_dir)
+        runner = self.runner(cluster, pool)
+        (tmp_path / "fused").mkdir()
+        fused = _mark_times(tmp_path / "fused", _driver(tmp_path / "fused", input_dir, runner, "log", "--streaming"))
+        times, end = _mark_times(tmp_path, _driver(tmp_path, input_dir, runner, "first.log", *STREAMING_STATEFUL))
+        _check_marks_as_partitions_finish(*fused, "flink streaming, fused")
+        _check_marks_as_partitions_finish(times, end, "flink streaming, stateful")
+        assert curator_helpers.output_rows(tmp_path / "out") == curator_helpers.output_rows(reference)
+        assert open_store(str(tmp_path / "ckpt")).snapshot().outputs == \
+            open_store(str(tmp_path / "fused" / "ckpt")).snapshot().outputs
+
+    @pytest.mark.parametrize("how", ["kill-worker", "kill-driver"])
+    def test_an_interrupted_streaming_stateful_run_resumes_to_the_uninterrupted_output(
+        self, tmp_path: Path, pool: WorkerPool, cluster: object, how: str,
+    ) -> None:
+        """The same interruptions of a run in streaming mode with stateful completion."""
+        self.interrupt_and_rerun(tmp_path, pool, cluster, how, *STREAMING_STATEFUL)
