@@ -59,44 +59,48 @@ FILES = 10
 DELAY = 1.0
 
 
-def _driver(tmp_path: Path, input_dir: Path, runner: dict, log: str, *extra: str) -> list[str]:
+def driver_command(tmp_path: Path, input_dir: Path, runner: dict, log: str, *extra: str) -> list[str]:
+    """The resumable test pipeline's driver script on ``runner``, each partition taking ``DELAY`` s, logging
+    the partitions it runs to ``log``."""
     settings = {key: value for key, value in runner.items() if key != "runner"}
     return [sys.executable, str(TESTS_DIR / "scripts" / "resume_pipeline.py"), str(input_dir), str(tmp_path / "out"),
             str(tmp_path / "ckpt"), "--log", str(tmp_path / log), "--delay", str(DELAY),
             "--runner", runner["runner"], "--settings", json.dumps(settings), *extra]
 
 
-def _environment() -> dict[str, str]:
+def driver_environment() -> dict[str, str]:
+    """This environment, with the driver script's folder importable."""
     return dict(os.environ, PYTHONPATH=curator_helpers.scripts_pythonpath())
 
 
-def _reference(tmp_path: Path, input_dir: Path) -> Path:
+def reference_run(tmp_path: Path, input_dir: Path) -> Path:
+    """The output folder of an uninterrupted run on the local runner."""
     reference = tmp_path / "reference"
     curator_helpers.resume_pipeline(str(input_dir), str(reference), str(tmp_path / "reference.log"), 0).run()
     return reference
 
 
-def _running_job(cluster: object) -> str | None:
+def running_job(cluster: object) -> str | None:
     """The id of the engine's running job or application, if any."""
     if hasattr(cluster, "jobs"):
         return next((job["id"] for job in cluster.jobs() if job["status"] in ("RUNNING", "RESTARTING", "CREATED")), None)
     return next((app["id"] for app in cluster.state().get("activeapps", [])), None)
 
 
-def _wait_until_idle(cluster: object, timeout: float = 180.0) -> None:
+def wait_until_idle(cluster: object, timeout: float = 180.0) -> None:
     deadline = time.monotonic() + timeout
-    while _running_job(cluster):
+    while running_job(cluster):
         assert time.monotonic() < deadline, "the engine's job never ended"
         time.sleep(0.5)
 
 
-def _rerun_and_compare(tmp_path: Path, input_dir: Path, runner: dict, reference: Path, *extra: str) -> None:
+def rerun_and_compare(tmp_path: Path, input_dir: Path, runner: dict, reference: Path, *extra: str) -> None:
     """Rerun the same command: it redoes exactly the unmarked partitions and the output equals an
     uninterrupted run's; then every partition is marked."""
     every = {curator_helpers.source_id([file]) for file in input_dir.glob("*.jsonl")}
     marked = open_store(str(tmp_path / "ckpt")).completed()
-    second = subprocess.run(_driver(tmp_path, input_dir, runner, "second.log", *extra), capture_output=True, text=True,
-                            timeout=300, env=_environment())
+    second = subprocess.run(driver_command(tmp_path, input_dir, runner, "second.log", *extra), capture_output=True, text=True,
+                            timeout=300, env=driver_environment())
     assert second.returncode == 0, second.stderr[-3000:]
     summary = json.loads(second.stdout.strip().splitlines()[-1])
     assert summary == {"pending": FILES - len(marked), "skipped": len(marked), "completed": FILES - len(marked)}
@@ -109,10 +113,10 @@ def _rerun_and_compare(tmp_path: Path, input_dir: Path, runner: dict, reference:
     assert open_store(str(tmp_path / "ckpt")).completed() == every
 
 
-def _mark_times(tmp_path: Path, command: list[str]) -> tuple[list[float], float]:
+def mark_times(tmp_path: Path, command: list[str]) -> tuple[list[float], float]:
     """Run ``command`` to its end, watching the checkpoint: when each partition's mark appeared and when
     the driver exited, in seconds from its start; its summary says every partition completed."""
-    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_environment())
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=driver_environment())
     start, seen = time.monotonic(), {}
     while first.poll() is None:
         for partition in open_store(str(tmp_path / "ckpt")).completed() - seen.keys():
@@ -125,7 +129,7 @@ def _mark_times(tmp_path: Path, command: list[str]) -> tuple[list[float], float]
     return sorted(seen.values()), end
 
 
-def _check_marks_as_partitions_finish(times: list[float], end: float, what: str) -> None:
+def check_marks_as_partitions_finish(times: list[float], end: float, what: str) -> None:
     print(f"{what}: first mark {times[0]:.1f} s, last {times[-1]:.1f} s, driver exit {end:.1f} s")
     assert len(times) >= FILES // 2 and times[0] < times[-1] - 2 * DELAY, \
         f"marks must appear as partitions finish, not all at the end: {times} (driver exit {end:.1f} s)"
@@ -136,7 +140,7 @@ def run_marks_from_workers(checkpoint: Path) -> bool:
     return bool(pids) and os.getpid() not in pids
 
 
-def _command_duplicates(tmp_path: Path, name: str, runner: list[str]) -> tuple[set[str], str, int]:
+def command_duplicates(tmp_path: Path, name: str, runner: list[str]) -> tuple[set[str], str, int]:
     """``beam-curator semdedup`` on ``write_input``'s files in ``tmp_path / "input"``: the removed ids,
     the printed output and the command's pid."""
     command = [str(Path(sys.executable).parent / "beam-curator"), "semdedup", "--input", str(tmp_path / "input"),
@@ -144,7 +148,7 @@ def _command_duplicates(tmp_path: Path, name: str, runner: list[str]) -> tuple[s
                "--id-field", "doc_id", "--n-clusters", "2", "--eps", "0.01", "--embedding-backend",
                "sentence-transformers", *runner]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=_environment()) as done:
+                          env=driver_environment()) as done:
         out, err = done.communicate(timeout=900)
     assert done.returncode == 0, err[-3000:]
     import pandas as pd
@@ -153,7 +157,7 @@ def _command_duplicates(tmp_path: Path, name: str, runner: list[str]) -> tuple[s
     return set(removed["id"].astype(str)), out + err, done.pid
 
 
-def _output_times(folder: Path) -> dict[Path, int]:
+def output_times(folder: Path) -> dict[Path, int]:
     return {path: path.stat().st_mtime_ns for path in folder.rglob("*") if path.is_file()}
 
 
@@ -237,9 +241,9 @@ class ClusterChecks:
         self, tmp_path: Path, pool: WorkerPool, cluster: object,
     ) -> None:
         input_dir = curator_helpers.write_corpus(tmp_path / "in", FILES)
-        reference = _reference(tmp_path, input_dir)
-        times, end = _mark_times(tmp_path, _driver(tmp_path, input_dir, self.runner(cluster, pool), "first.log"))
-        _check_marks_as_partitions_finish(times, end, self.engine)
+        reference = reference_run(tmp_path, input_dir)
+        times, end = mark_times(tmp_path, driver_command(tmp_path, input_dir, self.runner(cluster, pool), "first.log"))
+        check_marks_as_partitions_finish(times, end, self.engine)
         assert curator_helpers.output_rows(tmp_path / "out") == curator_helpers.output_rows(reference)
         assert run_marks_from_workers(tmp_path / "ckpt")
 
@@ -253,15 +257,15 @@ class ClusterChecks:
 
     def interrupt_and_rerun(self, tmp_path: Path, pool: WorkerPool, cluster: object, how: str, *extra: str) -> None:
         """Interrupt the driver's run with ``extra`` flags as ``how`` says once a partition is marked, rerun it
-        (``_rerun_and_compare``)."""
+        (``rerun_and_compare``)."""
         runner = self.runner(cluster, pool)
         input_dir = curator_helpers.write_corpus(tmp_path / "in", FILES)
-        reference = _reference(tmp_path, input_dir)
+        reference = reference_run(tmp_path, input_dir)
         every = {curator_helpers.source_id([file]) for file in input_dir.glob("*.jsonl")}
         console = tmp_path / "first.out"
         with console.open("w") as sink:
-            first = subprocess.Popen(_driver(tmp_path, input_dir, runner, "first.log", *extra), stdout=sink,
-                                     stderr=subprocess.STDOUT, env=_environment(), start_new_session=True)
+            first = subprocess.Popen(driver_command(tmp_path, input_dir, runner, "first.log", *extra), stdout=sink,
+                                     stderr=subprocess.STDOUT, env=driver_environment(), start_new_session=True)
             try:
                 deadline = time.monotonic() + 240
                 while not open_store(str(tmp_path / "ckpt")).completed():
@@ -269,7 +273,7 @@ class ClusterChecks:
                     assert time.monotonic() < deadline, f"no partition was marked:\n{console.read_text()[-3000:]}"
                     time.sleep(0.05)
                 if how == "cancel":
-                    job = _running_job(cluster)
+                    job = running_job(cluster)
                     assert job, "no running job to cancel"
                     self.cancel(cluster, job)
                     first.wait(timeout=120)
@@ -282,17 +286,17 @@ class ClusterChecks:
                 else:
                     first.send_signal(signal.SIGKILL)
                     first.wait(timeout=30)
-                    _wait_until_idle(cluster)  # the job server it started lives on and may finish the job
+                    wait_until_idle(cluster)  # the job server it started lives on and may finish the job
             finally:
                 try:
                     os.killpg(first.pid, signal.SIGKILL)  # the job server it started, if it outlived it
                 except ProcessLookupError:
                     pass
-        _wait_until_idle(cluster)
+        wait_until_idle(cluster)
         if how != "kill-worker":
             assert open_store(str(tmp_path / "ckpt")).completed() < every or how == "kill-driver", \
                 "every partition was marked before the interruption took effect"
-        _rerun_and_compare(tmp_path, input_dir, runner, reference, *extra)
+        rerun_and_compare(tmp_path, input_dir, runner, reference, *extra)
 
     def test_a_task_that_fails_once_is_retried_by_the_engine(
         self, tmp_path: Path, pool: WorkerPool, cluster: object,
@@ -301,10 +305,10 @@ class ClusterChecks:
         credits stay exact (every partition marked once complete) and no row is written twice."""
         files = 4
         input_dir = curator_helpers.write_corpus(tmp_path / "in", files)
-        reference = _reference(tmp_path, input_dir)
-        command = [*_driver(tmp_path, input_dir, self.runner(cluster, pool), "first.log"),
+        reference = reference_run(tmp_path, input_dir)
+        command = [*driver_command(tmp_path, input_dir, self.runner(cluster, pool), "first.log"),
                    "--fail-once-dir", str(tmp_path / "attempts")]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=400, env=_environment())
+        done = subprocess.run(command, capture_output=True, text=True, timeout=400, env=driver_environment())
         assert done.returncode == 0, done.stderr[-3000:]
         assert json.loads(done.stdout.strip().splitlines()[-1]) == {"pending": files, "skipped": 0, "completed": files}
         assert len(list((tmp_path / "attempts").iterdir())) == files, "every partition failed once first"
@@ -320,16 +324,16 @@ class ClusterChecks:
         write_input(tmp_path / "input")
         flags = ["--runner", self.engine, *self.cli_flags(cluster), "--environment-type", "EXTERNAL",
                  "--environment-config", pool.address]
-        on_cluster, out, driver = _command_duplicates(tmp_path, "out", flags)
+        on_cluster, out, driver = command_duplicates(tmp_path, "out", flags)
         assert "semantic deduplication summary" in out
         assert len(on_cluster) == 2 and len(on_cluster & {"d1", "copy-1"}) == len(on_cluster & {"d4", "copy-4"}) == 1
         check_marks_from_workers(tmp_path / "out-cache", driver)
-        written = _output_times(tmp_path / "out")
-        again, out, _ = _command_duplicates(tmp_path, "out", flags)
-        assert again == on_cluster and _output_times(tmp_path / "out") == written, "the rerun wrote output again"
+        written = output_times(tmp_path / "out")
+        again, out, _ = command_duplicates(tmp_path, "out", flags)
+        assert again == on_cluster and output_times(tmp_path / "out") == written, "the rerun wrote output again"
         assert "embedding: inputs and settings unchanged" in out and "removal: inputs and settings unchanged" in out, \
             out[-2000:]
-        local, _, _ = _command_duplicates(tmp_path, "local", ["--runner", "local"])
+        local, _, _ = command_duplicates(tmp_path, "local", ["--runner", "local"])
         assert on_cluster == local
 
     def test_an_input_error_on_the_engines_workers_reaches_the_api_as_itself(
@@ -364,10 +368,10 @@ class ClusterChecks:
         runner, servers = self.runner(cluster, pool), self.job_servers()
 
         def cancel_the_job() -> None:
-            job = _running_job(cluster)
+            job = running_job(cluster)
             if job:
                 self.cancel(cluster, job)
-            _wait_until_idle(cluster)
+            wait_until_idle(cluster)
 
         if workflow == "exact":
             exact_tests.write_corpus(tmp_path / "input", files=6, per_file=6)

@@ -11,8 +11,8 @@ import pytest
 
 from beam_curator.checkpoint import open_store
 from beam_curator.runners import WorkerPool
-from cluster_checks import (FILES, ClusterChecks, _check_marks_as_partitions_finish, _driver, _mark_times, _reference,
-                            curator_helpers)
+from cluster_checks import (FILES, ClusterChecks, check_marks_as_partitions_finish, curator_helpers, driver_command,
+                            mark_times, reference_run)
 
 pytestmark = pytest.mark.slow
 STREAMING_STATEFUL = ("--streaming", "--completion", "stateful")
@@ -51,13 +51,13 @@ class TestOnFlink(ClusterChecks):
         """In streaming mode the keyed stateful DoFn sees each credit as it is returned; the fused
         completion on the same pipeline is measured beside it."""
         input_dir = curator_helpers.write_corpus(tmp_path / "in", FILES)
-        reference = _reference(tmp_path, input_dir)
+        reference = reference_run(tmp_path, input_dir)
         runner = self.runner(cluster, pool)
         (tmp_path / "fused").mkdir()
-        fused = _mark_times(tmp_path / "fused", _driver(tmp_path / "fused", input_dir, runner, "log", "--streaming"))
-        times, end = _mark_times(tmp_path, _driver(tmp_path, input_dir, runner, "first.log", *STREAMING_STATEFUL))
-        _check_marks_as_partitions_finish(*fused, "flink streaming, fused")
-        _check_marks_as_partitions_finish(times, end, "flink streaming, stateful")
+        fused = mark_times(tmp_path / "fused", driver_command(tmp_path / "fused", input_dir, runner, "log", "--streaming"))
+        times, end = mark_times(tmp_path, driver_command(tmp_path, input_dir, runner, "first.log", *STREAMING_STATEFUL))
+        check_marks_as_partitions_finish(*fused, "flink streaming, fused")
+        check_marks_as_partitions_finish(times, end, "flink streaming, stateful")
         assert curator_helpers.output_rows(tmp_path / "out") == curator_helpers.output_rows(reference)
         assert open_store(str(tmp_path / "ckpt")).snapshot().outputs == \
             open_store(str(tmp_path / "fused" / "ckpt")).snapshot().outputs
