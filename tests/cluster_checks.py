@@ -37,7 +37,7 @@ sys.path.insert(0, str(TESTS_DIR / "scripts"))
 import curator_helpers  # noqa: E402  (tests/scripts: the driver script's stages)
 import test_exact_workflow as exact_tests  # noqa: E402
 import test_fuzzy_workflow as fuzzy_tests  # noqa: E402
-from test_semdedup_workers import check_marks_from_workers, write_input  # noqa: E402
+from test_semdedup_workers import check_marks_from_workers, output_times, write_input  # noqa: E402
 
 
 def missing(engine: str, package: str | None = None) -> str:
@@ -155,10 +155,6 @@ def command_duplicates(tmp_path: Path, name: str, runner: list[str]) -> tuple[se
 
     removed = pd.read_parquet(tmp_path / name / "duplicates" / "duplicates.parquet")
     return set(removed["id"].astype(str)), out + err, done.pid
-
-
-def output_times(folder: Path) -> dict[Path, int]:
-    return {path: path.stat().st_mtime_ns for path in folder.rglob("*") if path.is_file()}
 
 
 class ClusterChecks:
