@@ -7,6 +7,11 @@ tracebacks from every thread. So an interrupted process says what is kept,
 runs its exit handlers (which stop the job servers, worker pools and clusters
 it started) and leaves at once. :class:`~beam_curator.errors.RunInterrupted`
 that nobody catches does the same in a user's own script.
+
+A finished command leaves the same way (:func:`exit_now` with its status):
+Arrow's and gRPC's pools can race the interpreter's finalisation after a
+clean run too (apache/arrow#34314), and a run that did all its work must not
+exit with SIGABRT.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ embedded one; and Flink's streaming mode with stateful completion."""
 
 from __future__ import annotations
 
+import subprocess
+import urllib.error
 from pathlib import Path
 from typing import ContextManager
 
@@ -12,7 +14,7 @@ import pytest
 from beam_curator.checkpoint import open_store
 from beam_curator.runners import WorkerPool
 from cluster_checks import (FILES, ClusterChecks, check_marks_as_partitions_finish, curator_helpers, driver_command,
-                            mark_times, reference_run)
+                            driver_environment, mark_times, reference_run, running_job)
 
 pytestmark = pytest.mark.slow
 STREAMING_STATEFUL = ("--streaming", "--completion", "stateful")
@@ -44,6 +46,23 @@ class TestOnFlink(ClusterChecks):
         from beam_curator.runners import flink_runner
 
         return len(flink_runner._JOB_SERVERS)
+
+    def test_cancelling_a_job_that_ended_in_the_meantime_leaves_it_as_it_ended(
+        self, tmp_path: Path, pool: WorkerPool, cluster: object,
+    ) -> None:
+        """A job can finish between finding it running and cancelling it: Flink answers 409 Conflict,
+        which ``FlinkCluster.cancel`` takes as done; a job the cluster does not know is still an error."""
+        input_dir = curator_helpers.write_corpus(tmp_path / "in", FILES)
+        before = {job["id"] for job in cluster.jobs()}
+        done = subprocess.run(driver_command(tmp_path, input_dir, self.runner(cluster, pool), "log"),
+                              capture_output=True, text=True, timeout=300, env=driver_environment())
+        assert done.returncode == 0, done.stderr[-3000:]
+        finished = [job["id"] for job in cluster.jobs() if job["id"] not in before]
+        assert len(finished) == 1 and cluster.jobs() and running_job(cluster) is None
+        cluster.cancel(finished[0])
+        assert {job["id"]: job["status"] for job in cluster.jobs()}[finished[0]] == "FINISHED"
+        with pytest.raises(urllib.error.HTTPError, match="404"):
+            cluster.cancel("0" * 32)
 
     def test_streaming_stateful_completion_marks_as_partitions_finish(
         self, tmp_path: Path, pool: WorkerPool, cluster: object,

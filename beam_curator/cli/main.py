@@ -524,5 +524,11 @@ def main(argv: list[str] | None = None) -> int:
         raise  # not reached
 
 
+def command() -> None:
+    """The ``beam-curator`` executable: :func:`main`, then leave without finalising the
+    interpreter beside native threads (see :mod:`beam_curator.interrupts`)."""
+    interrupts.exit_now(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    command()

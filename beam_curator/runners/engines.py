@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -170,9 +171,15 @@ class FlinkCluster(_Cluster):
         return _get_json(f"http://{self.master}/jobs")["jobs"]
 
     def cancel(self, job_id: str) -> None:
-        """Cancel a job through the REST API, as ``flink cancel`` does."""
+        """Cancel a job through the REST API, as ``flink cancel`` does. A job that reached another
+        end in the meantime (Flink answers 409 Conflict) is left as it is."""
         request = urllib.request.Request(f"http://{self.master}/jobs/{job_id}?mode=cancel", method="PATCH")
-        urllib.request.urlopen(request, timeout=10).close()
+        try:
+            urllib.request.urlopen(request, timeout=10).close()
+        except urllib.error.HTTPError as error:
+            state = _get_json(f"http://{self.master}/jobs/{job_id}").get("state") if error.code == 409 else None
+            if state not in ("FINISHED", "FAILED", "CANCELED", "CANCELLING"):
+                raise
 
     def restart_taskmanager(self) -> None:
         """A new TaskManager after the old one died (a cluster manager would start it)."""

@@ -15,9 +15,9 @@ from __future__ import annotations
 import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from beam_curator.stages import ProcessingStage
+from beam_curator.stages.io.parquet import read_table
 from beam_curator.tasks import DocumentBatch
 from beam_curator.workflows.exact.hashing import HASH_COLUMN
 from beam_curator.workflows.semantic.id_check import IdBucketTask
@@ -67,7 +67,7 @@ class DuplicateIdsStage(ProcessingStage):
         parts = []
         for url in parquet_files(self.hashes):
             with fsspec.open(url, "rb") as handle:
-                parts.append(pq.read_table(handle, filters=where))
+                parts.append(read_table(handle, filters=where))
         # Files are ranked by path; each file of digests holds one input file's documents.
         paths = [part.column(FILE_COLUMN)[0].as_py() if part.num_rows else "" for part in parts]
         rank = {path: number for number, path in enumerate(sorted(paths))}

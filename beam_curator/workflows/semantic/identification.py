@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from beam_curator.dedup.semantic.cross_cluster import combine_scores
 from beam_curator.dedup.semantic.pairwise import MAX_RANK_KEY, SCORE
+from beam_curator.stages.io.parquet import WITHOUT_PREBUFFER
 from beam_curator.writing import write_atomically
 
 logger = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ EPS_GRID = (0.0001, 0.001, 0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 
 
 def _dataset(pairwise_results: str) -> ds.Dataset:
     fs, path = fsspec.core.url_to_fs(pairwise_results)
-    return ds.dataset(path, format="parquet", filesystem=fs)
+    return ds.dataset(path, format=WITHOUT_PREBUFFER, filesystem=fs)
 
 
 def identify(

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
 from beam_curator.stages.io.errors import CuratorInputError
+from beam_curator.stages.io.parquet import read_table
 from beam_curator.writing import write_atomically
 
 
@@ -36,7 +37,7 @@ def read_parquet(url: str, columns: list[str] | None = None) -> pa.Table:
     """One parquet file, opened through fsspec so that any filesystem it knows
     works; one that cannot be read is an error naming it."""
     with _readable(url), fsspec.open(url, "rb") as handle:
-        return pq.read_table(handle, columns=columns)
+        return read_table(handle, columns=columns)
 
 
 def parquet_metadata(url: str) -> pq.FileMetaData:
