@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.reader import FileReader, FileReaderStage
+from beam_curator.stages.io.writer import FileWriterStage
 
 # Parquet read through fsspec (a Python file object) without pre-buffering. Pre-buffered reads
 # run on Arrow's IO threads; one still pending when the interpreter ends needs the GIL to free
@@ -21,7 +22,6 @@ WITHOUT_PREBUFFER = ds.ParquetFileFormat(default_fragment_scan_options=ds.Parque
 def read_table(handle: object, **options: object) -> pa.Table:
     """``pyarrow.parquet.read_table`` on an open fsspec file, without pre-buffering (see above)."""
     return pq.read_table(handle, pre_buffer=False, **options)
-from beam_curator.stages.io.writer import FileWriterStage
 
 
 class ParquetReaderStage(FileReaderStage):
