@@ -7,6 +7,7 @@ Other writers are real processes (``python -c``), so file names, pids and
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 import os
@@ -21,6 +22,7 @@ from pathlib import Path
 import fsspec
 import pytest
 
+import beam_curator.checkpoint
 from beam_curator.checkpoint import METADATA_DIR, CheckpointBusyError, open_store
 from beam_curator.checkpoint.fsspec_store import FsspecCheckpointStore
 from beam_curator.checkpoint.lmdb_store import LmdbCheckpointStore
@@ -242,3 +244,31 @@ def test_fsspec_writer_that_reuses_a_pid_keeps_the_earlier_marks(tmp_path: Path)
         # Each run is pid 1 of a fresh pid namespace, as in a restarted container.
         subprocess.run(["unshare", "-p", "-f", sys.executable, "-c", code, str(tmp_path), *record], check=True)
     assert FsspecCheckpointStore(str(tmp_path)).completed() == {"0_a"}
+
+
+def imported_modules(module: str) -> set[str]:
+    """Every module that ``beam_curator.checkpoint.<module>`` imports, at any
+    depth of its code (``from package import name`` counts ``package.name``)."""
+    package = beam_curator.checkpoint.__name__
+    source = Path(beam_curator.checkpoint.__file__).with_name(f"{module}.py").read_text()
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            origin = ".".join(part for part in (base, node.module) if part)
+            found |= {origin} | {f"{origin}.{alias.name}" for alias in node.names}
+    return found
+
+
+def test_store_interface_and_concrete_stores_import_no_circle() -> None:
+    """The interface knows no concrete store and the concrete stores do not
+    know the module that chooses between them (issue 30: a circle before)."""
+    concrete = {"beam_curator.checkpoint.lmdb_store", "beam_curator.checkpoint.fsspec_store"}
+    opening = "beam_curator.checkpoint.opening"
+    assert not imported_modules("store") & (concrete | {opening})
+    for store in ("lmdb_store", "fsspec_store"):
+        assert "beam_curator.checkpoint.store" in imported_modules(store)
+        assert opening not in imported_modules(store)
+    assert concrete <= imported_modules("opening")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from beam_curator.checkpoint.store import open_store
+from beam_curator.checkpoint.opening import open_store
 from beam_curator.stages.base import ProcessingStage, flatten_stages
 from beam_curator.stages.io.sharding import shard_of
 from beam_curator.stages.lineage import derive_sources, source_key

@@ -154,17 +154,3 @@ class CheckpointStore(ABC):
 class CheckpointBusyError(RuntimeError):
     """A reset was refused because a writer process is still running."""
 
-
-def open_store(path: str, map_size: int = 1 << 30) -> CheckpointStore:
-    """The store that suits ``path``: LMDB on a local or shared POSIX folder,
-    small per-writer files through fsspec on object stores (LMDB needs mmap)."""
-    from fsspec.core import split_protocol
-
-    protocol, _ = split_protocol(path)
-    if protocol in (None, "file", "local"):
-        from beam_curator.checkpoint.lmdb_store import LmdbCheckpointStore
-
-        return LmdbCheckpointStore(path, map_size=map_size)
-    from beam_curator.checkpoint.fsspec_store import FsspecCheckpointStore
-
-    return FsspecCheckpointStore(path)
