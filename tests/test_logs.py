@@ -6,12 +6,16 @@ everything it printed.
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from beam_curator.workflows import ExactDeduplicationWorkflow, FuzzyDeduplicationWorkflow
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "resume_demo.py"
 
@@ -34,3 +38,26 @@ def test_worker_processes_and_beam_stay_quiet_at_the_default_level(tmp_path: Pat
                   "sdk harness", "Loading weights"):
         assert noise not in out, f"{noise!r} leaked into the output:\n{out[-3000:]}"
     assert " INFO beam_curator." in out, "our own messages still show"
+
+
+@pytest.mark.parametrize("workflow", ["exact", "fuzzy"])
+def test_exact_and_fuzzy_runs_log_under_their_own_names(tmp_path: Path, caplog, workflow: str) -> None:
+    """Their phases (the shared phase book's messages, removal's too) come under
+    the workflow's own logger, not the semantic workflow's, whose book it once was."""
+    (tmp_path / "in").mkdir()
+    texts = ["The quick brown fox jumps over the lazy dog", "The quick brown fox jumps over the lazy dog",
+             "Something else entirely, and long enough to have many n-grams"]
+    for number, text in enumerate(texts):
+        (tmp_path / "in" / f"part{number}.jsonl").write_text(json.dumps({"text": text}) + "\n")
+    settings = {"input_path": str(tmp_path / "in"), "input_filetype": "jsonl", "perform_removal": True}
+    caplog.set_level(logging.INFO, logger="beam_curator")
+    if workflow == "exact":
+        ExactDeduplicationWorkflow(str(tmp_path / "out"), **settings, verbose=True).run()
+    else:
+        FuzzyDeduplicationWorkflow(str(tmp_path / "cache"), str(tmp_path / "out"), **settings, char_ngrams=5,
+                                   verbose=True).run()
+    names = {record.name for record in caplog.records if record.name.startswith("beam_curator.workflows")}
+    assert names == {f"beam_curator.workflows.{workflow}.workflow"}, names
+    messages = [record.getMessage() for record in caplog.records]
+    assert any(message.startswith("removal: ") for message in messages), messages  # the phase book's, in removal
+    assert any(" finished in " in message for message in messages), messages
