@@ -61,3 +61,25 @@ def test_exact_and_fuzzy_runs_log_under_their_own_names(tmp_path: Path, caplog, 
     messages = [record.getMessage() for record in caplog.records]
     assert any(message.startswith("removal: ") for message in messages), messages  # the phase book's, in removal
     assert any(" finished in " in message for message in messages), messages
+
+
+def test_a_job_servers_hang_up_is_silent_and_real_errors_still_show() -> None:
+    """A LOOPBACK worker's data-plane thread dies of the stream a job server cancels as a job ends
+    ('Multiplexer hanging up'), after logging it at ERROR: neither reaches stderr; another error does."""
+    script = (
+        "import logging, threading, grpc\n"
+        "import beam_curator\n"
+        "class HungUp(grpc.RpcError):\n"
+        "    def code(self): return grpc.StatusCode.CANCELLED\n"
+        "    def details(self): return 'Multiplexer hanging up'\n"
+        "def fail(error):\n"
+        "    logging.getLogger('apache_beam.runners.worker.data_plane').error('Failed to read inputs', exc_info=error)\n"
+        "    raise error\n"
+        "for error in (HungUp(), ValueError('a real failure')):\n"
+        "    thread = threading.Thread(target=fail, args=(error,), name='read_grpc_client_inputs')\n"
+        "    thread.start(); thread.join()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "HungUp" not in done.stderr and "Multiplexer" not in done.stderr, done.stderr
+    assert done.stderr.count("ValueError: a real failure") == 2, done.stderr  # logged, and the thread's death
