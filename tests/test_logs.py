@@ -83,3 +83,9 @@ def test_a_job_servers_hang_up_is_silent_and_real_errors_still_show() -> None:
     assert done.returncode == 0, done.stderr
     assert "HungUp" not in done.stderr and "Multiplexer" not in done.stderr, done.stderr
     assert done.stderr.count("ValueError: a real failure") == 2, done.stderr  # logged, and the thread's death
+
+
+def test_importing_beam_curator_after_apache_beam_prints_nothing() -> None:
+    done = subprocess.run([sys.executable, "-c", "import apache_beam; import beam_curator"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and done.stderr == "", done.stderr  # no "apitools not found"
