@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import sys
+import threading
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -40,12 +41,25 @@ WORKER_LEVEL_VARIABLE = "BEAM_CURATOR_WORKER_LOG_LEVEL"
 _ROUTINE_WARNINGS = ("apache_beam.runners.portability.local_job_service", "apache_beam.utils.subprocess_server")
 
 
+def _stream_hung_up(error: BaseException | None) -> bool:
+    """Whether ``error`` is the gRPC data stream a Flink or Spark job server
+    cancels as it closes an SDK worker's connection ("Multiplexer hanging
+    up"), which it does at the end of every job and every Spark stage. A
+    worker in this process (LOOPBACK) that reads the stream just before it is
+    told to close logs that at ERROR with a traceback, and its threads die
+    raising it, after a job that succeeded; a job that failed reports its own
+    error. (Duck-typed: gRPC is not imported here.)"""
+    details = getattr(error, "details", None)
+    return callable(details) and details() == "Multiplexer hanging up"
+
+
 class _LibraryNoise(logging.Filter):
     """What no logger level can silence, dropped unless verbose: warnings that
-    libraries log on the *root* logger (Beam does while being imported), and
+    libraries log on the *root* logger (Beam does while being imported),
     other libraries' reports of an error that reaches the user anyway, once,
     as the package's own exception (a ``CuratorError`` or a Ctrl-C that Beam
-    logs with its traceback on its way up)."""
+    logs with its traceback on its way up), and a job server's hang-up of a
+    finished job's data stream (see ``_stream_hung_up``)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.name == _PACKAGE or record.name.startswith(f"{_PACKAGE}."):
@@ -53,7 +67,7 @@ class _LibraryNoise(logging.Filter):
         if record.name == "root" and record.levelno < logging.ERROR:
             return _PACKAGE in record.pathname or "site-packages" not in record.pathname
         error = record.exc_info[1] if record.exc_info else None
-        if error is not None and (user_error_in(error) is not None or interrupted(error)):
+        if error is not None and (user_error_in(error) is not None or interrupted(error) or _stream_hung_up(error)):
             return False
         return not _REPORTED.search(record.getMessage())
 
@@ -121,14 +135,28 @@ def verbose() -> bool:
     return _worker_level == "INFO" or os.environ.get(WORKER_LEVEL_VARIABLE) == "INFO"
 
 
+def _thread_died(args: threading.ExceptHookArgs) -> None:
+    """Python's report of a thread that died raising, except a LOOPBACK
+    worker's threads that die of a job server's hang-up (``_stream_hung_up``)."""
+    if verbose() or not _stream_hung_up(args.exc_value):
+        _threads_own_hook(args)
+
+
+_threads_own_hook = threading.excepthook
+
+
 def silence_library_noise() -> None:
     """Keep other libraries' noise out of a process that never called
     :func:`configure_logging` (a script on the Python API, a Dask worker):
     run when the package is imported, before Apache Beam is, and again when a
     run starts, for the handlers that appeared since (Beam's import installs
-    one on the root logger) and Python's last-resort handler. Verbose: nothing."""
+    one on the root logger), Python's last-resort handler and its report of
+    threads that die raising. Verbose: nothing."""
+    global _threads_own_hook
     if verbose():
         return
+    if threading.excepthook is not _thread_died:
+        _threads_own_hook, threading.excepthook = threading.excepthook, _thread_died
     root = logging.getLogger()
     for target in [root, *root.handlers, *filter(None, [logging.lastResort])]:
         if _NOISE not in target.filters:

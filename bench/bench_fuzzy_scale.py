@@ -295,7 +295,7 @@ def child(args: argparse.Namespace) -> int:
     """Run the workflow on ``args.input`` with every default; print the figures as JSON."""
     from beam_curator.workflows import FuzzyDeduplicationWorkflow
     from beam_curator.workflows.fuzzy import workflow as fuzzy_workflow
-    from beam_curator.workflows.semantic.phases import PhaseBook
+    from beam_curator.workflows.phases import PhaseBook
 
     memory = PhaseMemory()
     timed = PhaseBook.timed

@@ -4,11 +4,14 @@ one."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+from pathlib import Path
 from typing import ContextManager
 
 import pytest
 
-from cluster_checks import ClusterChecks
+from cluster_checks import ClusterChecks, curator_helpers, driver_command, driver_environment, missing
 
 pytestmark = pytest.mark.slow
 
@@ -34,3 +37,17 @@ class TestOnSpark(ClusterChecks):
 
     def restart_worker(self, cluster: object) -> None:
         cluster.restart_worker()
+
+    def test_a_run_that_succeeds_prints_no_error(self, tmp_path: Path) -> None:
+        """The job server hangs up an SDK worker's data stream at the end of every job and Spark stage;
+        a LOOPBACK worker (the embedded cluster's default: in the driver) that was reading it must not
+        print that as an ERROR traceback ('Multiplexer hanging up') after a run that succeeded."""
+        if missing(self.engine):
+            pytest.skip(missing(self.engine))
+        input_dir = curator_helpers.write_corpus(tmp_path / "in", 4)
+        done = subprocess.run(driver_command(tmp_path, input_dir, {"runner": self.engine, **self.embedded}, "run.log"),
+                              capture_output=True, text=True, timeout=300, env=driver_environment())
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert json.loads(done.stdout.strip().splitlines()[-1])["completed"] == 4
+        for error in ("Multiplexer hanging up", "Traceback", "ERROR"):
+            assert error not in done.stderr, done.stderr[-5000:]

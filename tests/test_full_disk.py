@@ -37,7 +37,7 @@ from beam_curator.data import sample_corpus_path  # noqa: E402
 from beam_curator.errors import OutputWriteError  # noqa: E402
 from beam_curator.stages.io import JsonlReader, JsonlWriter, ParquetWriter  # noqa: E402
 from beam_curator.workflows import TextSemanticDeduplicationWorkflow  # noqa: E402
-from beam_curator.workflows.semantic.phases import PhaseBook, remove_tree  # noqa: E402
+from beam_curator.workflows.phases import PhaseBook, remove_tree  # noqa: E402
 
 PAGE = 4096
 FILLER = "filler"

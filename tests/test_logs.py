@@ -6,12 +6,16 @@ everything it printed.
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from beam_curator.workflows import ExactDeduplicationWorkflow, FuzzyDeduplicationWorkflow
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "resume_demo.py"
 
@@ -34,3 +38,54 @@ def test_worker_processes_and_beam_stay_quiet_at_the_default_level(tmp_path: Pat
                   "sdk harness", "Loading weights"):
         assert noise not in out, f"{noise!r} leaked into the output:\n{out[-3000:]}"
     assert " INFO beam_curator." in out, "our own messages still show"
+
+
+@pytest.mark.parametrize("workflow", ["exact", "fuzzy"])
+def test_exact_and_fuzzy_runs_log_under_their_own_names(tmp_path: Path, caplog, workflow: str) -> None:
+    """Their phases (the shared phase book's messages, removal's too) come under
+    the workflow's own logger, not the semantic workflow's, whose book it once was."""
+    (tmp_path / "in").mkdir()
+    texts = ["The quick brown fox jumps over the lazy dog", "The quick brown fox jumps over the lazy dog",
+             "Something else entirely, and long enough to have many n-grams"]
+    for number, text in enumerate(texts):
+        (tmp_path / "in" / f"part{number}.jsonl").write_text(json.dumps({"text": text}) + "\n")
+    settings = {"input_path": str(tmp_path / "in"), "input_filetype": "jsonl", "perform_removal": True}
+    caplog.set_level(logging.INFO, logger="beam_curator")
+    if workflow == "exact":
+        ExactDeduplicationWorkflow(str(tmp_path / "out"), **settings, verbose=True).run()
+    else:
+        FuzzyDeduplicationWorkflow(str(tmp_path / "cache"), str(tmp_path / "out"), **settings, char_ngrams=5,
+                                   verbose=True).run()
+    names = {record.name for record in caplog.records if record.name.startswith("beam_curator.workflows")}
+    assert names == {f"beam_curator.workflows.{workflow}.workflow"}, names
+    messages = [record.getMessage() for record in caplog.records]
+    assert any(message.startswith("removal: ") for message in messages), messages  # the phase book's, in removal
+    assert any(" finished in " in message for message in messages), messages
+
+
+def test_a_job_servers_hang_up_is_silent_and_real_errors_still_show() -> None:
+    """A LOOPBACK worker's data-plane thread dies of the stream a job server cancels as a job ends
+    ('Multiplexer hanging up'), after logging it at ERROR: neither reaches stderr; another error does."""
+    script = (
+        "import logging, threading, grpc\n"
+        "import beam_curator\n"
+        "class HungUp(grpc.RpcError):\n"
+        "    def code(self): return grpc.StatusCode.CANCELLED\n"
+        "    def details(self): return 'Multiplexer hanging up'\n"
+        "def fail(error):\n"
+        "    logging.getLogger('apache_beam.runners.worker.data_plane').error('Failed to read inputs', exc_info=error)\n"
+        "    raise error\n"
+        "for error in (HungUp(), ValueError('a real failure')):\n"
+        "    thread = threading.Thread(target=fail, args=(error,), name='read_grpc_client_inputs')\n"
+        "    thread.start(); thread.join()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "HungUp" not in done.stderr and "Multiplexer" not in done.stderr, done.stderr
+    assert done.stderr.count("ValueError: a real failure") == 2, done.stderr  # logged, and the thread's death
+
+
+def test_importing_beam_curator_after_apache_beam_prints_nothing() -> None:
+    done = subprocess.run([sys.executable, "-c", "import apache_beam; import beam_curator"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and done.stderr == "", done.stderr  # no "apitools not found"

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 import apache_beam as beam
+import pyarrow.parquet as pq
 import pytest
 from apache_beam.typehints.decorators import TypeCheckError
 
@@ -35,6 +36,7 @@ from beam_curator.transforms.progress import (
     WorkersDidNotStartError,
     read_progress,
 )
+from beam_curator.workflows import FuzzyDeduplicationWorkflow
 
 SAMPLE_DOCUMENTS, SAMPLE_FILES = 614, 6
 
@@ -76,6 +78,42 @@ def test_the_bar_shows_documents_an_estimated_total_rate_and_partitions(tmp_path
         # 200 documents in the 2 partitions read so far: about 400 in all 4.
         assert "150/400" in live and "doc/s" in live and "partitions 1/4, 1 already complete" in live, live
     assert "150/150" in stream.getvalue().split("\r")[-1], "the final line shows the real total"
+
+
+class Terminal(io.StringIO):
+    """What the bars are drawn on when a run's stderr is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_fuzzy_workflows_lsh_bars_count_groups_buckets_and_edges(tmp_path: Path, monkeypatch) -> None:
+    """The LSH phase's first step has a task per group of signature files, its
+    second writes buckets, and the edges phase edges: each bar says so, and
+    ends at that step's real count."""
+    (tmp_path / "in").mkdir()
+    texts = ["The quick brown fox jumps over the lazy dog", "The quick brown fox jumps over the lazy dog!",
+             "A test string", "A different test string", "Something else entirely"]
+    for number, text in enumerate(texts):
+        (tmp_path / "in" / f"part{number}.jsonl").write_text(f'{{"text": "{text}"}}\n')
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    FuzzyDeduplicationWorkflow(str(tmp_path / "cache"), str(tmp_path / "out"), str(tmp_path / "in"),
+                               input_filetype="jsonl", char_ngrams=5).run()
+    lines = terminal.getvalue().replace("\r", "\n").splitlines()
+
+    def final(title: str, unit: str, count: int) -> bool:
+        """Whether the last line of the bar ``title`` ends at ``count`` and names ``unit`` in its rate."""
+        line = [line for line in lines if line.startswith(f"{title}: ")][-1]
+        return f" {count}/{count} " in line and (f"{unit}/s" in line or f"s/{unit}" in line)
+
+    buckets = pq.read_table(tmp_path / "cache" / "LSHStage").num_rows
+    edges = pq.read_table(tmp_path / "cache" / "BucketsToEdgesStage").num_rows
+    assert buckets and edges
+    assert final("lsh-band-keys", "group", 1), lines
+    assert final("lsh", "bucket", buckets), lines
+    assert final("edges", "edge", edges), lines
+    assert final("minhash", "doc", len(texts)), "documents stay documents"
 
 
 def test_the_bar_moves_on_to_the_next_step_once_its_source_has_listed(tmp_path: Path) -> None:

@@ -32,6 +32,9 @@ class ProcessingStage(ABC):
         the source, last stage is the sink).
       resources: a :class:`Resources` (``cpus``, ``gpus``, ``gpu_memory_gb``,
         ``gpu_type``, ``min_ram``), given to the runner as resource hints.
+      unit: what one item of the tasks the stage takes in is (a document by
+        default, a row of a ``DocumentBatch``): a run's progress bar counts
+        its sink's items in this unit. It changes no result, so no fingerprint.
 
     A subclass's ``__init__`` refuses unknown keyword arguments with the
     closest valid names (see ``stages.arguments``).
@@ -42,6 +45,7 @@ class ProcessingStage(ABC):
     is_source_stage: bool = False
     is_sink_stage: bool = False
     resources: Resources = Resources()
+    unit: str = "doc"
 
     def __new__(cls, *args: Any, **kwargs: Any) -> ProcessingStage:
         # Checked here rather than in each __init__, so that every subclass,
@@ -95,7 +99,8 @@ class ProcessingStage(ABC):
         changed pipeline: by default its public attributes (the settings ``__init__`` stored), as
         plain JSON values. Override when settings live elsewhere, or when an attribute does not
         change results."""
-        return {key: plain(value) for key, value in sorted(vars(self).items()) if not key.startswith("_")}
+        return {key: plain(value) for key, value in sorted(vars(self).items())
+                if not key.startswith("_") and key != "unit"}
 
     def uses_batches(self) -> bool:
         return self.batch_size > 1 and type(self).process_batch is not ProcessingStage.process_batch

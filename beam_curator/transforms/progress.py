@@ -7,7 +7,8 @@ partitions pending, skipped and completed) and rewrites one small JSON file,
 ``<folder>/<host>-<pid>.json``, at most once a second while a bundle runs
 and at every bundle's end (a worker of a persistent pool may be torn down
 only after the driver has read the totals); the driver polls the
-folder in a thread and draws a bar: documents through the sink, an estimate
+folder in a thread and draws a bar: documents (or what else the sink's
+``unit`` names: a workflow's LSH step counts buckets) through the sink, an estimate
 of the total (documents per partition read so far times the partitions
 pending), rate, time left, and partitions done / pending. A stage that works
 long on one task (embedding a whole file) reports the documents it has handled
@@ -50,6 +51,7 @@ class ProgressRecorder:
     def __init__(self, folder: str) -> None:
         self.url = f"{folder}/{socket.gethostname()}-{os.getpid()}.json"
         self.stages: dict[str, dict[str, int]] = {}
+        self.units: dict[str, str] = {}  # per stage: what one of its items in is
         self.partitions = {"pending": 0, "skipped": 0, "completed": 0}
         self.advanced = 0  # documents handled inside stages' tasks, as they go (see ``advance``)
         self._lock = threading.Lock()
@@ -68,8 +70,9 @@ class ProgressRecorder:
             cls.latest = recorder
             return recorder
 
-    def stage(self, name: str, tasks: int, items_in: int, items_out: int) -> None:
+    def stage(self, name: str, tasks: int, items_in: int, items_out: int, unit: str = "doc") -> None:
         with self._lock:
+            self.units[name] = unit
             totals = self.stages.setdefault(name, {"tasks": 0, "items_in": 0, "items_out": 0})
             totals["tasks"] += tasks
             totals["items_in"] += items_in
@@ -96,7 +99,8 @@ class ProgressRecorder:
             self._written = now
             with self._lock:
                 payload = json.dumps(
-                    {"stages": self.stages, "partitions": self.partitions, "advanced": self.advanced}
+                    {"stages": self.stages, "units": self.units, "partitions": self.partitions,
+                     "advanced": self.advanced}
                 ).encode()
             try:
                 write_atomically(self.url, lambda handle: handle.write(payload))
@@ -119,6 +123,7 @@ class Snapshot:
 
     workers: int = 0
     stages: dict[str, dict[str, int]] = field(default_factory=dict)
+    units: dict[str, str] = field(default_factory=dict)
     partitions: dict[str, int] = field(default_factory=lambda: {"pending": 0, "skipped": 0, "completed": 0})
     advanced: int = 0
 
@@ -143,6 +148,7 @@ def read_progress(folder: str) -> Snapshot:
             continue
         snapshot.workers += 1
         snapshot.advanced += record.get("advanced", 0)
+        snapshot.units.update(record.get("units", {}))
         for stage, totals in record.get("stages", {}).items():
             summed = snapshot.stages.setdefault(stage, {"tasks": 0, "items_in": 0, "items_out": 0})
             for key, value in totals.items():
@@ -269,6 +275,8 @@ class ProgressWatcher:
         if self._bar is None:
             return
         view = self.views[self.current]
+        if view.sink in snapshot.units:  # once a worker has reported (a disabled bar has no unit to read)
+            self._bar.unit = snapshot.units[view.sink]
         done = max(snapshot.stage(view.sink)["items_in"], snapshot.advanced)
         read = snapshot.stage(view.first_stage)
         pending = snapshot.partitions["pending"]

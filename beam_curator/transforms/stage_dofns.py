@@ -116,7 +116,7 @@ class _StageDoFn(Recording):
         self.failed.inc(len(outcome.failed))
         self.emitted.inc(len(outcome.outputs))
         if self.progress is not None:
-            self.progress.stage(self.stage.stage_name, len(inputs), items_in, items_out)
+            self.progress.stage(self.stage.stage_name, len(inputs), items_in, items_out, self.stage.unit)
         for task in outcome.filtered:
             yield from self._terminal(task)
         for task in outcome.outputs:

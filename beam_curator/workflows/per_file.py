@@ -18,9 +18,9 @@ from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io import ParquetWriter
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.fingerprint import check_mode
+from beam_curator.workflows.phases import BeamSettings, PhaseBook
 from beam_curator.workflows.semantic.ids import FILE_COLUMN, GENERATED_ID, ROW_COLUMN
 from beam_curator.workflows.semantic.parameters import apply_storage_options, set_verbosity
-from beam_curator.workflows.semantic.phases import BeamSettings, PhaseBook
 from beam_curator.workflows.semantic.preflight import checked_text_input
 from beam_curator.workflows.semantic.removal import (
     TextDuplicatesRemovalWorkflow,
@@ -30,8 +30,6 @@ from beam_curator.workflows.semantic.removal import (
     partition_grouping,
 )
 from beam_curator.workflows.semantic.workflow import WorkflowResult
-
-logger = logging.getLogger(__name__)
 
 ROWS_PER_GROUP = 1 << 16
 
@@ -93,7 +91,7 @@ class PerFileDeduplication:
         self.runner = {"runner": runner, "beam_args": list(beam_args or []), **runner_settings}
         self.book = PhaseBook(
             f"{self.cache_path}/checkpoints/phases", BeamSettings(runner, list(beam_args or []), runner_settings),
-            {"cache": self.cache_path, "output": self.output_path},
+            {"cache": self.cache_path, "output": self.output_path}, logging.getLogger(type(self).__module__),
         )
 
     def run(self) -> WorkflowResult:
@@ -129,19 +127,22 @@ class PerFileDeduplication:
         """Removal (with ``perform_removal``) of the ids in ``metadata["duplicates_path"]``, the totals, the log line."""
         metadata["phases_run"] = list(self.book.ran)
         if self.perform_removal:
-            removal = TextDuplicatesRemovalWorkflow(
+            workflow = TextDuplicatesRemovalWorkflow(
                 self.input_path, metadata["duplicates_path"], f"{self.output_path}/deduplicated", self.cache_path,
                 self.input_filetype, self.output_filetype, self.id_field, self.id_column,
                 self.grouping["files_per_partition"], input_blocksize=self.grouping["blocksize"],
                 input_file_extensions=self.input_file_extensions, input_fingerprint=self.input_fingerprint,
                 on_bad_record=self.on_bad_record, **self.runner,
-            ).run()
+            )
+            workflow.book.log = self.book.log  # a phase of this workflow: it logs as one
+            removal = workflow.run()
             metadata.update(removal, phases_run=[*metadata["phases_run"], *removal["phases_run"]])
         metadata["total_time"] = time.monotonic() - started
+        log = self.book.log
         if not metadata["phases_run"]:
-            logger.info("%s: nothing to do, every phase was complete with its outputs in place "
-                        "(%s documents, %s duplicates)", what, metadata["num_documents"], metadata["num_duplicates"])
+            log.info("%s: nothing to do, every phase was complete with its outputs in place "
+                     "(%s documents, %s duplicates)", what, metadata["num_documents"], metadata["num_duplicates"])
         else:
-            logger.info("%s finished in %.1f s: %s documents, %s duplicates, ids in %s", what, metadata["total_time"],
-                        metadata["num_documents"], metadata["num_duplicates"], metadata["duplicates_path"])
+            log.info("%s finished in %.1f s: %s documents, %s duplicates, ids in %s", what, metadata["total_time"],
+                     metadata["num_documents"], metadata["num_duplicates"], metadata["duplicates_path"])
         return WorkflowResult(metadata)

@@ -102,6 +102,7 @@ class BandKeysStage(ProcessingStage):
 
     name = "band_keys"
     is_sink_stage = True
+    unit = "group"  # of signature files: one task each
 
     def __init__(self, groups: list[list[str]], id_column: str, band_ranges: list[range],
                  minhashes_per_band: int, partitions: int, folder: str) -> None:

@@ -61,10 +61,10 @@ from beam_curator.workflows.fuzzy.stages import (
     file_groups,
 )
 from beam_curator.workflows.per_file import PerFileDeduplication
+from beam_curator.workflows.phases import FeederStep, digest, files_below
 from beam_curator.workflows.semantic.id_check import BucketWriter, ListIdBucketsStage
 from beam_curator.workflows.semantic.layout import parquet_files, parquet_metadata, read_parquet
 from beam_curator.workflows.semantic.parameters import check_runner_settings, settings_checked
-from beam_curator.workflows.semantic.phases import FeederStep, digest, files_below
 from beam_curator.workflows.semantic.workflow import WorkflowResult
 
 logger = logging.getLogger(__name__)
@@ -215,7 +215,7 @@ class FuzzyDeduplicationWorkflow(PerFileDeduplication):
         stages = [
             ListIdBucketsStage(len(ranges) * partitions),
             LSHBucketsStage(band_keys, self.id_column, ranges, partitions),
-            BucketWriter(self.buckets, "{bucket}"),
+            BucketWriter(self.buckets, "{bucket}", unit="bucket"),
         ]
 
         def counted() -> dict[str, Any]:
@@ -230,7 +230,7 @@ class FuzzyDeduplicationWorkflow(PerFileDeduplication):
         files = files_below(self.buckets)
         names = [url[len(self.buckets) + 1:].rsplit(".", 1)[0] for url in files]
         stages = [ListIdBucketsStage(len(files)), BucketEdgesStage(files, names, self.id_column),
-                  BucketWriter(self.edges, "{bucket}")]
+                  BucketWriter(self.edges, "{bucket}", unit="edge")]
         key = lsh["fingerprint"]
 
         def counted() -> dict[str, Any]:

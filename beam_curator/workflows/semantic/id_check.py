@@ -85,13 +85,15 @@ class RepeatedIdsStage(ProcessingStage):
 
 class BucketWriter(ParquetWriter):
     """One parquet file per bucket (``task._metadata["bucket"]``), named by
-    ``stem``'s ``{bucket}``: a replayed bucket overwrites its own file."""
+    ``stem``'s ``{bucket}``: a replayed bucket overwrites its own file.
+    ``unit`` names what a row is, for the progress bar (see ``ProcessingStage``)."""
 
     name = "bucket_writer"
 
-    def __init__(self, path: str, stem: str = "bucket_{bucket}") -> None:
+    def __init__(self, path: str, stem: str = "bucket_{bucket}", unit: str = "doc") -> None:
         super().__init__(path)
         self.stem = stem
+        self.unit = unit
 
     def file_stem(self, task: DocumentBatch) -> str:
         return self.stem.format(bucket=task._metadata["bucket"])

@@ -17,8 +17,8 @@ from beam_curator.run_lock import run_lock
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.overlap import check_no_overlap
 from beam_curator.stages.io.partitioning import expand_paths
+from beam_curator.workflows.phases import remove_tree
 from beam_curator.workflows.semantic.layout import parquet_metadata
-from beam_curator.workflows.semantic.phases import remove_tree
 from beam_curator.workflows.semantic.removal import count_records
 
 

@@ -19,6 +19,7 @@ from beam_curator.stages.io.overlap import check_no_overlap
 from beam_curator.run_lock import run_lock
 from beam_curator.stages.io.partitioning import expand_paths
 from beam_curator.tasks import DocumentBatch
+from beam_curator.workflows.phases import BeamSettings, PhaseBook
 from beam_curator.workflows.semantic.ids import FILE_COLUMN, GENERATED_ID, ROW_COLUMN, AssignIdsStage, FileRegistry
 from beam_curator.workflows.semantic.layout import parquet_files, parquet_metadata, read_parquet
 from beam_curator.workflows.semantic.parameters import (
@@ -28,7 +29,6 @@ from beam_curator.workflows.semantic.parameters import (
     check_runner_settings,
     pick,
 )
-from beam_curator.workflows.semantic.phases import BeamSettings, PhaseBook
 
 logger = logging.getLogger(__name__)
 
@@ -195,7 +195,7 @@ class TextDuplicatesRemovalWorkflow:
         self.wait = wait
         self.book = PhaseBook(
             f"{self.cache_path}/checkpoints/phases", BeamSettings(runner, list(beam_args or []), runner_settings),
-            {"cache": self.cache_path, "output": self.output_path},
+            {"cache": self.cache_path, "output": self.output_path}, logger,
         )
 
     def _documents_in(self) -> dict[str, int]:

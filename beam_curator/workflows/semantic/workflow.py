@@ -19,6 +19,7 @@ from beam_curator.stages.io import ParquetReader
 from beam_curator.stages.io.overlap import check_no_overlap
 from beam_curator.run_lock import run_lock
 from beam_curator.writing import write_atomically
+from beam_curator.workflows.phases import BeamSettings, PhaseBook, digest, files_below, remove_tree
 from beam_curator.workflows.semantic.clustering import (
     AssignClustersStage,
     KMeansSettings,
@@ -52,7 +53,6 @@ from beam_curator.workflows.semantic.parameters import (
     pick,
     set_verbosity,
 )
-from beam_curator.workflows.semantic.phases import BeamSettings, PhaseBook, digest, files_below, remove_tree
 from beam_curator.workflows.semantic.preflight import check_writable_folders
 
 logger = logging.getLogger(__name__)
@@ -191,7 +191,7 @@ class SemanticDeduplicationWorkflow:
         self.recall_sample = recall_sample
         self.book = PhaseBook(
             self.layout.checkpoint("phases"), BeamSettings(runner, list(beam_args or []), runner_settings),
-            {"cache": self.layout.cache_path, "output": self.layout.output_path},
+            {"cache": self.layout.cache_path, "output": self.layout.output_path}, logger,
         )
 
     def run(self) -> WorkflowResult:

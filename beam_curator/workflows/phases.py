@@ -8,6 +8,10 @@ phase only when the fingerprint matches and every recorded file is still
 there at its size (one listing per folder); otherwise it runs the phase, whose
 per-partition checkpoints redo only the partitions whose outputs are missing.
 A marker that cannot be read is reported and treated as absent.
+
+The exact, fuzzy and semantic workflows each keep a book; it logs through the
+logger its workflow hands it, so that a phase's messages come under the name of
+the workflow that ran it.
 """
 
 from __future__ import annotations
@@ -34,8 +38,6 @@ from beam_curator.writing import write_atomically
 from beam_curator.stages.lineage import derive_sources, source_key
 from beam_curator.tasks import EmptyTask
 from beam_curator.transforms import locate_source_and_sink
-
-logger = logging.getLogger(__name__)
 
 
 class PhaseFailedError(RuntimeError):
@@ -90,10 +92,12 @@ class PhaseBook:
 
     ``roots`` names the folders produced files are recorded relative to
     (``{"cache": ..., "output": ...}``), so that a moved cache still matches.
+    ``log`` is the logger of the workflow that keeps the book.
     """
 
-    def __init__(self, folder: str, beam: BeamSettings, roots: dict[str, str]) -> None:
+    def __init__(self, folder: str, beam: BeamSettings, roots: dict[str, str], log: logging.Logger) -> None:
         self.folder = folder.rstrip("/")
+        self.log = log
         self.beam = beam
         self.roots = {name: root.rstrip("/") for name, root in roots.items()}
         self.times: dict[str, float] = {}
@@ -114,7 +118,7 @@ class PhaseBook:
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as error:
-            logger.warning("phase marker %s is unreadable (%s): phase %s runs again", self._marker(name), error, name)
+            self.log.warning("phase marker %s is unreadable (%s): phase %s runs again", self._marker(name), error, name)
             return {}
 
     def is_done(self, name: str, fingerprint: str) -> bool:
@@ -128,7 +132,7 @@ class PhaseBook:
         ]
         if problems:
             shown = "; ".join(problems[:5]) + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
-            logger.warning("phase %s ran before, but %s: running what produced it again", name, shown)
+            self.log.warning("phase %s ran before, but %s: running what produced it again", name, shown)
             return False
         return True
 
@@ -167,7 +171,7 @@ class PhaseBook:
             **self.beam.runner_settings,
         )
         for (name, _, _), summary in zip(steps, summaries):
-            logger.info("%s: %s", name, summary)
+            self.log.info("%s: %s", name, summary)
         for (name, _, _), summary in zip(steps, summaries):
             if summary.tasks_failed or summary.partitions_incomplete:
                 raise PhaseFailedError(
@@ -192,7 +196,7 @@ class PhaseBook:
         keys = current_partitions(stages)
         key = digest([settings, keys])
         if self.is_done(name, key):
-            logger.info("%s: inputs and settings unchanged and outputs in place, nothing to do", name)
+            self.log.info("%s: inputs and settings unchanged and outputs in place, nothing to do", name)
             return self.details(name)
         # One checkpoint folder per settings, so that losing the markers loses
         # no marks; those of other settings go first, as their files are about
@@ -209,7 +213,7 @@ class PhaseBook:
             fs, path = fsspec.core.url_to_fs(url)
             fs.rm(path)
         if stale:
-            logger.info("%s: removed %d file(s) of inputs that are gone, e.g. %s", name, len(stale), stale[0])
+            self.log.info("%s: removed %d file(s) of inputs that are gone, e.g. %s", name, len(stale), stale[0])
         rows = sum(record[2] or 0 for record in records)
         self.mark_done(name, key, [output], rows=rows, files=len(records),
                        file_rows={record[0]: record[2] for record in records}, **(describe() if describe else {}))
@@ -230,7 +234,7 @@ class PhaseBook:
         stopped in between finds the stages' checkpoint complete: their outputs
         stand, and at worst the feeder runs again)."""
         if self.is_done(name, key):
-            logger.info("%s: inputs unchanged, reusing %s", name, ", ".join(outputs))
+            self.log.info("%s: inputs unchanged, reusing %s", name, ", ".join(outputs))
             return dict(self.details(name)["results"])
         if not self.is_done(f"{name}-started", key):
             feeding = [feeder.folder, feeder.checkpoint] if feeder else []
