@@ -205,3 +205,57 @@ def test_the_command_runs_its_exit_handlers_and_leaves_without_finalising_the_in
                            "checkpoint", "status", str(path)],
                           capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(tmp_path / "site")})
     assert same.returncode == done.returncode and "interpreter finalised" in same.stdout, "the hooks show a finalisation"
+
+
+def parse_error(capsys: pytest.CaptureFixture, argv: list[str]) -> list[str]:
+    """The lines the command prints on stderr for arguments it refuses (exit status 2)."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    return capsys.readouterr().err.splitlines()
+
+
+@pytest.mark.parametrize("argv, problem", [
+    (["fuzzy", "--input", "in", "--output", "out", "--num-band", "4"],
+     "unrecognized arguments: --num-band (did you mean --num-bands?)"),
+    (["fuzzy", "--input", "in", "--outptu", "out"], "unrecognized arguments: --outptu (did you mean --output?)"),
+    (["exact", "--input", "in"], "the following arguments are required: --output"),
+    (["fuzzy", "--input", "in", "--output", "out", "--num-bands", "many"], "argument --num-bands: invalid int value: 'many'"),
+], ids=["misspelt", "misspelt-required", "missing", "bad-value"])
+def test_a_refused_argument_is_a_short_error_not_the_usage(capsys, argv: list[str], problem: str) -> None:
+    lines = parse_error(capsys, argv)
+    command = argv[0]
+    assert len(lines) <= 2, lines
+    assert lines[0].startswith(f"beam-curator {command}: error: {problem}")
+    assert lines[-1] == f"see `beam-curator {command} --help` for every option"
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    assert "usage: beam-curator" in capsys.readouterr().out, "--help still prints the full usage"
+
+
+@pytest.mark.parametrize("argv, problem", [
+    (["fuzzy", "--num-bands", "0"], "num_bands (--num-bands) must be a positive integer, got 0"),
+    (["fuzzy", "--minhashes-per-band", "-1"], "minhashes_per_band (--minhashes-per-band) must be a positive integer, got -1"),
+    (["fuzzy", "--char-ngrams", "0"], "char_ngrams (--char-ngrams) must be a positive integer, got 0"),
+    (["fuzzy", "--lsh-num-output-partitions", "0"],
+     "lsh_num_output_partitions (--lsh-num-output-partitions) must be a positive integer, got 0"),
+    (["fuzzy", "--bands-per-iteration", "0"], "bands_per_iteration (--bands-per-iteration) must be between [1, num_bands"),
+    (["exact", "--files-per-partition", "0"], "files_per_partition (--files-per-partition) must be a positive integer, got 0"),
+    (["exact", "--worker-start-timeout", "-1"], "worker_start_timeout (--worker-start-timeout) must be a number of seconds above 0"),
+    (["semdedup", "--embedding-batch-size", "0"], "embedding_batch_size (--embedding-batch-size) must be a positive integer"),
+    (["semdedup", "--kmeans-max-sample-bytes", "0"], "kmeans_max_sample_bytes (--kmeans-max-sample-bytes) must be a positive"),
+    (["semdedup", "--kmeans-tol", "-1"], "kmeans_tol (--kmeans-tol) must be 0 or more, got -1.0"),
+    (["semdedup", "--cross-cluster-margin", "-0.5"], "cross_cluster_margin (--cross-cluster-margin) must be 0 or more"),
+], ids=lambda value: value[1] if isinstance(value, list) else None)
+def test_a_count_of_zero_or_less_is_refused_by_its_own_flag_before_any_work(
+    tmp_path: Path, capsys, argv: list[str], problem: str,
+) -> None:
+    from beam_curator.data import sample_corpus_path
+
+    command, *setting = argv
+    data = ["--input", sample_corpus_path(), "--output", str(tmp_path / "out"), "--cache", str(tmp_path / "cache")]
+    backend = ["--embedding-backend", "sentence-transformers"] if command == "semdedup" else []
+    assert main([command, *data, *backend, *setting]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: {problem}"), error
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()

@@ -25,6 +25,7 @@ from beam_curator.workflows.semantic.parameters import (
     settings_checked,
     apply_storage_options,
     check_cache_path,
+    check_positive_integers,
     check_runner_settings,
     pick,
 )
@@ -80,6 +81,7 @@ def partition_grouping(owner: str, files_per_partition: int | None, blocksize: i
     or a size in bytes (``"128MiB"``); files are never split."""
     if files_per_partition is not None and blocksize is not None:
         raise ValueError(f"{owner}: give files_per_partition or input_blocksize, not both")
+    check_positive_integers(files_per_partition=files_per_partition, unset_allowed=True)
     return {"files_per_partition": None if blocksize is not None else (files_per_partition or 1), "blocksize": blocksize}
 
 

@@ -19,6 +19,7 @@ from beam_curator.workflows.semantic.layout import TEXT_RESULTS_FOLDER
 from beam_curator.workflows.semantic.parameters import (
     settings_checked,
     apply_storage_options,
+    check_positive_integers,
     check_runner_settings,
     pick,
 )
@@ -123,6 +124,8 @@ class TextSemanticDeduplicationWorkflow:
         owner = type(self).__name__
         check_runner_settings(self, runner, runner_settings)
         file_formats(input_filetype), file_formats(output_filetype)
+        check_positive_integers(embedding_max_chars=embedding_max_chars, embedding_max_tokens=embedding_max_tokens,
+                                embedding_batch_size=embedding_batch_size, unset_allowed=True)
         if perform_removal and eps is None:
             raise ValueError(
                 "perform_removal=True but eps=None: without eps no duplicates are identified; "
