@@ -134,9 +134,9 @@ def test_semdedup_deduplicates_tiny_data_and_prints_a_summary(tmp_path: Path, ca
     assert summary_rows(out)["duplicates"].startswith("not identified")
 
 
-def summary_rows(out: str) -> dict[str, str]:
+def summary_rows(out: str, title: str = "semantic deduplication summary") -> dict[str, str]:
     """The ``name   value`` rows of the printed summary."""
-    block = out.split("semantic deduplication summary")[1].split("\n\n")[0]
+    block = out.split(title)[1].split("\n\n")[0]
     return dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in block.splitlines() if line.strip())
 
 
@@ -259,3 +259,31 @@ def test_a_count_of_zero_or_less_is_refused_by_its_own_flag_before_any_work(
     error = capsys.readouterr().err
     assert error.startswith(f"error: {problem}"), error
     assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("command, options, title", [
+    ("exact", [], "exact deduplication summary"),
+    ("exact", ["--no-removal"], "exact deduplication summary"),
+    ("fuzzy", [], "fuzzy deduplication summary"),
+    ("semdedup", ["--embedding-backend", "sentence-transformers", "--n-clusters", "2", "--eps", "0.01"],
+     "semantic deduplication summary"),
+], ids=["exact", "exact-no-removal", "fuzzy", "semdedup"])
+def test_a_skipped_bad_record_is_counted_as_skipped_not_as_removed(
+    tmp_path: Path, capsys, monkeypatch, command: str, options: list[str], title: str,
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    rows = short_notes()
+    rows += [{"doc_id": "copy-1", "text": rows[1]["text"]}]
+    write_jsonl(tmp_path / "input" / "part-0.jsonl", rows[:5])
+    bad = write_jsonl(tmp_path / "input" / "part-1.jsonl", rows[5:])
+    with bad.open("a") as handle:
+        handle.write('{"doc_id": "cut", "text": "cut off\n')
+    assert main([command, "--input", str(tmp_path / "input"), "--output", str(tmp_path / "out"), "--id-field", "doc_id",
+                 "--on-bad-record", "skip", *options]) == 0
+    summary = summary_rows(capsys.readouterr().out, title)
+    assert summary["documents in"] == str(len(rows))
+    assert summary["skipped"].startswith("1 bad record(s), not among the documents in") and "logged" in summary["skipped"]
+    if "--no-removal" in options:
+        assert summary["removed"] == "nothing (--no-removal)"
+    else:
+        assert (summary["removed"], summary["kept"]) == ("1", str(len(rows) - 1))

@@ -24,6 +24,7 @@ from beam_curator.workflows.semantic.phases import BeamSettings, PhaseBook
 from beam_curator.workflows.semantic.preflight import checked_text_input
 from beam_curator.workflows.semantic.removal import (
     TextDuplicatesRemovalWorkflow,
+    count_skipped,
     file_formats,
     id_reading_stages,
     input_extensions,
@@ -137,6 +138,7 @@ class PerFileDeduplication:
                 on_bad_record=self.on_bad_record, **self.runner,
             ).run()
             metadata.update(removal, phases_run=[*metadata["phases_run"], *removal["phases_run"]])
+        count_skipped(metadata, self.on_bad_record, self.input_path, self.input_extensions, self.input_filetype)
         metadata["total_time"] = time.monotonic() - started
         if not metadata["phases_run"]:
             logger.info("%s: nothing to do, every phase was complete with its outputs in place "

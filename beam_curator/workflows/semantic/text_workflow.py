@@ -26,6 +26,7 @@ from beam_curator.workflows.semantic.parameters import (
 from beam_curator.workflows.semantic.preflight import checked_text_input
 from beam_curator.workflows.semantic.removal import (
     TextDuplicatesRemovalWorkflow,
+    count_skipped,
     file_formats,
     id_reading_stages,
     input_extensions,
@@ -230,6 +231,7 @@ class TextSemanticDeduplicationWorkflow:
                 on_bad_record=self.on_bad_record, **self.runner,
             ).run()
             metadata.update(removal, phases_run=[*metadata["phases_run"], *removal["phases_run"]])
+        count_skipped(metadata, self.on_bad_record, self.input_path, self.input_extensions, self.input_filetype)
         metadata.setdefault("removal_time", 0.0)
         metadata["total_time"] = time.monotonic() - started
         if not metadata["phases_run"]:
