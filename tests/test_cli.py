@@ -122,6 +122,13 @@ def test_semdedup_deduplicates_tiny_data_and_prints_a_summary(tmp_path: Path, ca
     kept = [row for file in (tmp_path / "output" / "deduplicated").glob("*.jsonl") for row in jsonl_rows(file)]
     assert len(kept) == 8 and {row["text"] for row in kept} == {row["text"] for row in rows}
 
+    # The embedding phase's checkpoint is in a subfolder named by its settings: status reports what is in it.
+    embedding = tmp_path / "cache" / "checkpoints" / "embedding"
+    lines = status_lines(capsys, embedding)
+    assert lines[0].startswith(f"{embedding} holds no checkpoint marks of its own; it stands for the 1 checkpoint(s)")
+    [settings] = [folder for folder in embedding.iterdir() if folder.is_dir()]
+    assert lines[1] == f"checkpoint {settings}" and "completed partitions: 2" in lines, lines
+
     # Without --eps: the eps table is printed, rounded, beside the paths of the CSV and the plot.
     assert main([*common, "--output", str(tmp_path / "analysis-only")]) == 0
     out = capsys.readouterr().out
@@ -287,3 +294,19 @@ def test_a_skipped_bad_record_is_counted_as_skipped_not_as_removed(
         assert summary["removed"] == "nothing (--no-removal)"
     else:
         assert (summary["removed"], summary["kept"]) == ("1", str(len(rows) - 1))
+
+
+def test_a_folder_of_settings_checkpoints_stands_for_them_in_status_and_reset(tmp_path: Path, capsys) -> None:
+    phase = tmp_path / "checkpoints" / "embedding"
+    write_marks(phase / "0123456789abcdef", 3)
+    write_marks(phase / "fedcba9876543210", 1)
+    lines = status_lines(capsys, phase)
+    assert "it stands for the 2 checkpoint(s)" in lines[0]
+    assert [line for line in lines if line.startswith("checkpoint ")] == [
+        f"checkpoint {phase / '0123456789abcdef'}", f"checkpoint {phase / 'fedcba9876543210'}"]
+    assert [line for line in lines if line.startswith("completed")] == ["completed partitions: 3", "completed partitions: 1"]
+
+    assert main(["checkpoint", "reset", str(tmp_path / "checkpoints")]) == 0
+    out = capsys.readouterr().out
+    assert f"checkpoint {phase / '0123456789abcdef'} reset" in out and f"checkpoint {phase / 'fedcba9876543210'} reset" in out
+    assert not list(phase.glob(f"*/{METADATA_DIR}"))

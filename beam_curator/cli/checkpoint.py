@@ -62,8 +62,9 @@ def run_checkpoint(args: argparse.Namespace, _: list[str]) -> int:
         return _shards(args)
     found = checkpoints_at(args.path)
     if found != [args.path]:
-        print(f"{args.path} holds no checkpoint marks of its own; {len(found)} checkpoint(s) below it "
-              "(a workflow keeps each phase's checkpoint in a subfolder named by a digest of its settings):")
+        print(f"{args.path} holds no checkpoint marks of its own; it stands for the {len(found)} checkpoint(s) "
+              "below it (a workflow's phase keeps its checkpoint in a subfolder named by a digest of its settings, "
+              "and removes those of other settings when it runs):")
     if args.action == "status":
         for url in found:
             _print_status(url)
