@@ -122,6 +122,13 @@ def test_semdedup_deduplicates_tiny_data_and_prints_a_summary(tmp_path: Path, ca
     kept = [row for file in (tmp_path / "output" / "deduplicated").glob("*.jsonl") for row in jsonl_rows(file)]
     assert len(kept) == 8 and {row["text"] for row in kept} == {row["text"] for row in rows}
 
+    # The embedding phase's checkpoint is in a subfolder named by its settings: status reports what is in it.
+    embedding = tmp_path / "cache" / "checkpoints" / "embedding"
+    lines = status_lines(capsys, embedding)
+    assert lines[0].startswith(f"{embedding} holds no checkpoint marks of its own; it stands for the 1 checkpoint(s)")
+    [settings] = [folder for folder in embedding.iterdir() if folder.is_dir()]
+    assert lines[1] == f"checkpoint {settings}" and "completed partitions: 2" in lines, lines
+
     # Without --eps: the eps table is printed, rounded, beside the paths of the CSV and the plot.
     assert main([*common, "--output", str(tmp_path / "analysis-only")]) == 0
     out = capsys.readouterr().out
@@ -134,9 +141,9 @@ def test_semdedup_deduplicates_tiny_data_and_prints_a_summary(tmp_path: Path, ca
     assert summary_rows(out)["duplicates"].startswith("not identified")
 
 
-def summary_rows(out: str) -> dict[str, str]:
+def summary_rows(out: str, title: str = "semantic deduplication summary") -> dict[str, str]:
     """The ``name   value`` rows of the printed summary."""
-    block = out.split("semantic deduplication summary")[1].split("\n\n")[0]
+    block = out.split(title)[1].split("\n\n")[0]
     return dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in block.splitlines() if line.strip())
 
 
@@ -205,3 +212,101 @@ def test_the_command_runs_its_exit_handlers_and_leaves_without_finalising_the_in
                            "checkpoint", "status", str(path)],
                           capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(tmp_path / "site")})
     assert same.returncode == done.returncode and "interpreter finalised" in same.stdout, "the hooks show a finalisation"
+
+
+def parse_error(capsys: pytest.CaptureFixture, argv: list[str]) -> list[str]:
+    """The lines the command prints on stderr for arguments it refuses (exit status 2)."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    return capsys.readouterr().err.splitlines()
+
+
+@pytest.mark.parametrize("argv, problem", [
+    (["fuzzy", "--input", "in", "--output", "out", "--num-band", "4"],
+     "unrecognized arguments: --num-band (did you mean --num-bands?)"),
+    (["fuzzy", "--input", "in", "--outptu", "out"], "unrecognized arguments: --outptu (did you mean --output?)"),
+    (["exact", "--input", "in"], "the following arguments are required: --output"),
+    (["fuzzy", "--input", "in", "--output", "out", "--num-bands", "many"], "argument --num-bands: invalid int value: 'many'"),
+], ids=["misspelt", "misspelt-required", "missing", "bad-value"])
+def test_a_refused_argument_is_a_short_error_not_the_usage(capsys, argv: list[str], problem: str) -> None:
+    lines = parse_error(capsys, argv)
+    command = argv[0]
+    assert len(lines) <= 2, lines
+    assert lines[0].startswith(f"beam-curator {command}: error: {problem}")
+    assert lines[-1] == f"see `beam-curator {command} --help` for every option"
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    assert "usage: beam-curator" in capsys.readouterr().out, "--help still prints the full usage"
+
+
+@pytest.mark.parametrize("argv, problem", [
+    (["fuzzy", "--num-bands", "0"], "num_bands (--num-bands) must be a positive integer, got 0"),
+    (["fuzzy", "--minhashes-per-band", "-1"], "minhashes_per_band (--minhashes-per-band) must be a positive integer, got -1"),
+    (["fuzzy", "--char-ngrams", "0"], "char_ngrams (--char-ngrams) must be a positive integer, got 0"),
+    (["fuzzy", "--lsh-num-output-partitions", "0"],
+     "lsh_num_output_partitions (--lsh-num-output-partitions) must be a positive integer, got 0"),
+    (["fuzzy", "--bands-per-iteration", "0"], "bands_per_iteration (--bands-per-iteration) must be between [1, num_bands"),
+    (["exact", "--files-per-partition", "0"], "files_per_partition (--files-per-partition) must be a positive integer, got 0"),
+    (["exact", "--worker-start-timeout", "-1"], "worker_start_timeout (--worker-start-timeout) must be a number of seconds above 0"),
+    (["semdedup", "--embedding-batch-size", "0"], "embedding_batch_size (--embedding-batch-size) must be a positive integer"),
+    (["semdedup", "--kmeans-max-sample-bytes", "0"], "kmeans_max_sample_bytes (--kmeans-max-sample-bytes) must be a positive"),
+    (["semdedup", "--kmeans-tol", "-1"], "kmeans_tol (--kmeans-tol) must be 0 or more, got -1.0"),
+    (["semdedup", "--cross-cluster-margin", "-0.5"], "cross_cluster_margin (--cross-cluster-margin) must be 0 or more"),
+], ids=lambda value: value[1] if isinstance(value, list) else None)
+def test_a_count_of_zero_or_less_is_refused_by_its_own_flag_before_any_work(
+    tmp_path: Path, capsys, argv: list[str], problem: str,
+) -> None:
+    from beam_curator.data import sample_corpus_path
+
+    command, *setting = argv
+    data = ["--input", sample_corpus_path(), "--output", str(tmp_path / "out"), "--cache", str(tmp_path / "cache")]
+    backend = ["--embedding-backend", "sentence-transformers"] if command == "semdedup" else []
+    assert main([command, *data, *backend, *setting]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: {problem}"), error
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("command, options, title", [
+    ("exact", [], "exact deduplication summary"),
+    ("exact", ["--no-removal"], "exact deduplication summary"),
+    ("fuzzy", [], "fuzzy deduplication summary"),
+    ("semdedup", ["--embedding-backend", "sentence-transformers", "--n-clusters", "2", "--eps", "0.01"],
+     "semantic deduplication summary"),
+], ids=["exact", "exact-no-removal", "fuzzy", "semdedup"])
+def test_a_skipped_bad_record_is_counted_as_skipped_not_as_removed(
+    tmp_path: Path, capsys, monkeypatch, command: str, options: list[str], title: str,
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    rows = short_notes()
+    rows += [{"doc_id": "copy-1", "text": rows[1]["text"]}]
+    write_jsonl(tmp_path / "input" / "part-0.jsonl", rows[:5])
+    bad = write_jsonl(tmp_path / "input" / "part-1.jsonl", rows[5:])
+    with bad.open("a") as handle:
+        handle.write('{"doc_id": "cut", "text": "cut off\n')
+    assert main([command, "--input", str(tmp_path / "input"), "--output", str(tmp_path / "out"), "--id-field", "doc_id",
+                 "--on-bad-record", "skip", *options]) == 0
+    summary = summary_rows(capsys.readouterr().out, title)
+    assert summary["documents in"] == str(len(rows))
+    assert summary["skipped"].startswith("1 bad record(s), not among the documents in") and "logged" in summary["skipped"]
+    if "--no-removal" in options:
+        assert summary["removed"] == "nothing (--no-removal)"
+    else:
+        assert (summary["removed"], summary["kept"]) == ("1", str(len(rows) - 1))
+
+
+def test_a_folder_of_settings_checkpoints_stands_for_them_in_status_and_reset(tmp_path: Path, capsys) -> None:
+    phase = tmp_path / "checkpoints" / "embedding"
+    write_marks(phase / "0123456789abcdef", 3)
+    write_marks(phase / "fedcba9876543210", 1)
+    lines = status_lines(capsys, phase)
+    assert "it stands for the 2 checkpoint(s)" in lines[0]
+    assert [line for line in lines if line.startswith("checkpoint ")] == [
+        f"checkpoint {phase / '0123456789abcdef'}", f"checkpoint {phase / 'fedcba9876543210'}"]
+    assert [line for line in lines if line.startswith("completed")] == ["completed partitions: 3", "completed partitions: 1"]
+
+    assert main(["checkpoint", "reset", str(tmp_path / "checkpoints")]) == 0
+    out = capsys.readouterr().out
+    assert f"checkpoint {phase / '0123456789abcdef'} reset" in out and f"checkpoint {phase / 'fedcba9876543210'} reset" in out
+    assert not list(phase.glob(f"*/{METADATA_DIR}"))

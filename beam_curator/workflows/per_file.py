@@ -24,6 +24,7 @@ from beam_curator.workflows.semantic.parameters import apply_storage_options, se
 from beam_curator.workflows.semantic.preflight import checked_text_input
 from beam_curator.workflows.semantic.removal import (
     TextDuplicatesRemovalWorkflow,
+    count_skipped,
     file_formats,
     id_reading_stages,
     input_extensions,
@@ -137,6 +138,7 @@ class PerFileDeduplication:
             workflow.book.log = self.book.log  # a phase of this workflow: it logs as one
             removal = workflow.run()
             metadata.update(removal, phases_run=[*metadata["phases_run"], *removal["phases_run"]])
+        count_skipped(metadata, self.on_bad_record, self.input_path, self.input_extensions, self.input_filetype)
         metadata["total_time"] = time.monotonic() - started
         log = self.book.log
         if not metadata["phases_run"]:

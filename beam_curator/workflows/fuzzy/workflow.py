@@ -64,7 +64,7 @@ from beam_curator.workflows.per_file import PerFileDeduplication
 from beam_curator.workflows.phases import FeederStep, digest, files_below
 from beam_curator.workflows.semantic.id_check import BucketWriter, ListIdBucketsStage
 from beam_curator.workflows.semantic.layout import parquet_files, parquet_metadata, read_parquet
-from beam_curator.workflows.semantic.parameters import check_runner_settings, settings_checked
+from beam_curator.workflows.semantic.parameters import check_positive_integers, check_runner_settings, settings_checked
 from beam_curator.workflows.semantic.workflow import WorkflowResult
 
 logger = logging.getLogger(__name__)
@@ -134,12 +134,13 @@ class FuzzyDeduplicationWorkflow(PerFileDeduplication):
         **runner_settings: object,
     ) -> None:
         check_runner_settings(self, runner, runner_settings)
+        check_positive_integers(num_bands=num_bands, minhashes_per_band=minhashes_per_band, char_ngrams=char_ngrams)
+        check_positive_integers(lsh_num_output_partitions=lsh_num_output_partitions, unset_allowed=True)
+        if bands_per_iteration < 1 or bands_per_iteration > num_bands:  # NeMo Curator's words, then the values
+            raise ValueError(f"bands_per_iteration must be between [1, num_bands], got {bands_per_iteration!r} "
+                             f"with num_bands={num_bands}")
         if char_ngrams < 20:  # NeMo Curator's warning
             logger.warning("char_ngrams=%d: a value below 20 may give many (about 5%%) false positives", char_ngrams)
-        if bands_per_iteration < 1 or bands_per_iteration > num_bands:
-            raise ValueError("bands_per_iteration must be between [1, num_bands]")
-        if char_ngrams < 1 or minhashes_per_band < 1 or (lsh_num_output_partitions or 1) < 1:
-            raise ValueError("char_ngrams, minhashes_per_band and lsh_num_output_partitions must be positive")
         if in_memory_components_bytes is not None and in_memory_components_bytes < 0:
             raise ValueError(f"in_memory_components_bytes must be 0 or more, not {in_memory_components_bytes}")
         self._configure(

@@ -55,6 +55,18 @@ def pick(owner: str, default: Any, **named: Any) -> Any:
     return next(iter(given.values()), default)
 
 
+def check_positive_integers(*, unset_allowed: bool = False, **values: object) -> None:
+    """Each of ``values`` (``name=value``) a whole number of 1 or more, else a
+    ``ValueError`` naming that parameter, its value and what is valid, so that
+    a 0 or a negative is refused by name before any work (not later, in a
+    check of another parameter it feeds). ``unset_allowed``: None passes (the default applies)."""
+    for name, value in values.items():
+        if value is None and unset_allowed:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}; pass a whole number of 1 or more")
+
+
 def check_runner_settings(workflow: object, runner: str | None, settings: dict[str, object]) -> None:
     """The keywords ``workflow.__init__`` took into ``**runner_settings``:
     unknown names are refused (the closest parameters or runner settings
@@ -63,6 +75,9 @@ def check_runner_settings(workflow: object, runner: str | None, settings: dict[s
     named = [p.name for p in parameters if p.name != "self" and p.kind is not inspect.Parameter.VAR_KEYWORD]
     refuse_unknown(settings, [*named, *RUNNER_SETTINGS], type(workflow).__name__)
     check_completion(settings.get("completion", "fused"), runner)  # type: ignore[arg-type]
+    timeout = settings.get("worker_start_timeout")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise ValueError(f"worker_start_timeout must be a number of seconds above 0 (or None: no limit), got {timeout!r}")
     if runner:
         pipeline_options = RUNNER_SETTINGS - frozenset().union(*SETTINGS.values())
         # The settings alone: whether the cluster answers is checked when the run starts.

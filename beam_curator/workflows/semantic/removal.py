@@ -26,6 +26,7 @@ from beam_curator.workflows.semantic.parameters import (
     settings_checked,
     apply_storage_options,
     check_cache_path,
+    check_positive_integers,
     check_runner_settings,
     pick,
 )
@@ -80,6 +81,7 @@ def partition_grouping(owner: str, files_per_partition: int | None, blocksize: i
     or a size in bytes (``"128MiB"``); files are never split."""
     if files_per_partition is not None and blocksize is not None:
         raise ValueError(f"{owner}: give files_per_partition or input_blocksize, not both")
+    check_positive_integers(files_per_partition=files_per_partition, unset_allowed=True)
     return {"files_per_partition": None if blocksize is not None else (files_per_partition or 1), "blocksize": blocksize}
 
 
@@ -95,6 +97,31 @@ def count_records(path: str, filetype: str, enough: float = float("inf")) -> int
             if count >= enough:
                 break
     return count
+
+
+def count_input_records(input_path: str | list[str], extensions: tuple[str, ...], filetype: str) -> int:
+    """Records in every input file now, bad ones included (JSON Lines: non-empty lines)."""
+    return sum(count_records(path, filetype) for path in expand_paths(input_path, extensions))
+
+
+def count_skipped(metadata: dict[str, Any], on_bad_record: str, input_path: str | list[str],
+                  extensions: tuple[str, ...], filetype: str) -> None:
+    """Bad records the readers skipped (``on_bad_record="skip"``), counted on
+    their own in ``num_records_skipped`` rather than among the duplicates removed.
+
+    ``metadata["num_documents"]`` holds the records a workflow's first phase
+    read; every record of the input, bad ones included, comes from the removal
+    phase (``num_records_in``) when it ran, else is counted here. Removed
+    are then the documents read less those kept."""
+    if on_bad_record != "skip":  # a bad record stopped the run instead
+        metadata["num_records_skipped"] = 0
+        return
+    records_in = metadata.get("num_records_in")
+    if records_in is None:
+        records_in = count_input_records(input_path, extensions, filetype)
+    metadata["num_records_skipped"] = records_in - metadata["num_documents"]
+    if metadata.get("final_output_path"):
+        metadata["num_duplicates_removed"] = metadata["num_documents"] - metadata["num_documents_kept"]
 
 
 def id_reading_stages(
@@ -200,12 +227,13 @@ class TextDuplicatesRemovalWorkflow:
 
     def _documents_in(self) -> dict[str, int]:
         """Records in the input now (read again, so exact however often the phase was resumed)."""
-        paths = expand_paths(self.input_path, self.input_extensions)
-        return {"documents_in": sum(count_records(path, self.input_filetype) for path in paths)}
+        return {"documents_in": count_input_records(self.input_path, self.input_extensions, self.input_filetype)}
 
     def run(self) -> dict[str, Any]:
-        """Returns ``num_documents_kept``, ``num_duplicates_removed``, ``final_output_path``, ``removal_time``
-        and ``phases_run`` (["removal"], or [] when an earlier run's output was still in place)."""
+        """Returns ``num_documents_kept``, ``num_records_in`` (every record of the input, bad ones
+        included), ``num_duplicates_removed`` (the difference: bad records skipped are among them,
+        see :func:`count_skipped`), ``final_output_path``, ``removal_time`` and ``phases_run``
+        (["removal"], or [] when an earlier run's output was still in place)."""
         started = time.monotonic()
         folders = {"output_path": self.output_path, "cache_path": self.cache_path}
         check_no_overlap({"input_path": self.input_path}, folders)
@@ -213,6 +241,7 @@ class TextDuplicatesRemovalWorkflow:
             details = self._remove()
         return {
             "num_documents_kept": details["rows"],
+            "num_records_in": details["documents_in"],
             "num_duplicates_removed": details["documents_in"] - details["rows"],
             "final_output_path": self.output_path,
             "removal_time": time.monotonic() - started,

@@ -19,12 +19,14 @@ from beam_curator.workflows.semantic.layout import TEXT_RESULTS_FOLDER
 from beam_curator.workflows.semantic.parameters import (
     settings_checked,
     apply_storage_options,
+    check_positive_integers,
     check_runner_settings,
     pick,
 )
 from beam_curator.workflows.semantic.preflight import checked_text_input
 from beam_curator.workflows.semantic.removal import (
     TextDuplicatesRemovalWorkflow,
+    count_skipped,
     file_formats,
     id_reading_stages,
     input_extensions,
@@ -123,6 +125,8 @@ class TextSemanticDeduplicationWorkflow:
         owner = type(self).__name__
         check_runner_settings(self, runner, runner_settings)
         file_formats(input_filetype), file_formats(output_filetype)
+        check_positive_integers(embedding_max_chars=embedding_max_chars, embedding_max_tokens=embedding_max_tokens,
+                                embedding_batch_size=embedding_batch_size, unset_allowed=True)
         if perform_removal and eps is None:
             raise ValueError(
                 "perform_removal=True but eps=None: without eps no duplicates are identified; "
@@ -227,6 +231,7 @@ class TextSemanticDeduplicationWorkflow:
                 on_bad_record=self.on_bad_record, **self.runner,
             ).run()
             metadata.update(removal, phases_run=[*metadata["phases_run"], *removal["phases_run"]])
+        count_skipped(metadata, self.on_bad_record, self.input_path, self.input_extensions, self.input_filetype)
         metadata.setdefault("removal_time", 0.0)
         metadata["total_time"] = time.monotonic() - started
         if not metadata["phases_run"]:

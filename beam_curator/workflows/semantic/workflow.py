@@ -49,6 +49,7 @@ from beam_curator.workflows.semantic.parameters import (
     settings_checked,
     apply_storage_options,
     check_cache_path,
+    check_positive_integers,
     check_runner_settings,
     pick,
     set_verbosity,
@@ -138,11 +139,12 @@ class SemanticDeduplicationWorkflow:
         check_cache_path(owner, cache_path, "n_clusters")
         if eps is not None and not 0 <= eps < 1:
             raise ValueError(f"eps must be in [0, 1) or None, got {eps}")
-        for name, value in (("n_clusters", n_clusters), ("pairwise_batch_size", pairwise_batch_size),
-                            ("max_iter", max_iter), ("kmeans_max_iter", kmeans_max_iter)):
-            if value is not None or name == "n_clusters":
-                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                    raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        check_positive_integers(n_clusters=n_clusters, pairwise_batch_size=pairwise_batch_size,
+                                kmeans_max_sample_bytes=kmeans_max_sample_bytes)
+        check_positive_integers(max_iter=max_iter, kmeans_max_iter=kmeans_max_iter, unset_allowed=True)
+        for name, value in (("tol", tol), ("kmeans_tol", kmeans_tol), ("cross_cluster_margin", cross_cluster_margin)):
+            if value is not None and value < 0:
+                raise ValueError(f"{name} must be 0 or more, got {value!r}")
         if input_filetype != "parquet" or any(ext != ".parquet" for ext in input_file_extensions or []):
             raise ValueError(
                 f"embeddings are read from .parquet files (got input_filetype={input_filetype!r}, "
