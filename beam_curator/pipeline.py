@@ -25,12 +25,10 @@ from beam_curator.run_without_metrics import run_without_metrics
 from beam_curator.runners import pipeline_options
 from beam_curator.runners.dask import is_dask
 from beam_curator.stages import ProcessingStage
-from beam_curator.stages.base import describe_stages, flatten_stages, pipeline_changes
-from beam_curator.stages.io.overlap import check_no_overlap
-from beam_curator.stages.io.partitioning import FilePartitioningStage
-from beam_curator.stages.io.writer import FileWriterStage
+from beam_curator.stages.base import flatten_stages
 from beam_curator.transforms import CuratorStages, PipelineDefinitionError, locate_source_and_sink
 from beam_curator.transforms.after_complete import AfterComplete
+from beam_curator.transforms.refusals import PipelineChangedError, check_changed_pipeline
 from beam_curator.transforms.stateful_completion import check_completion, runner_flags
 
 __all__ = ["Pipeline", "PipelineChangedError", "RunSummary", "run_in_order"]
@@ -99,41 +97,6 @@ class Pipeline:
         return summary
 
 
-def _check_paths_apart(pipeline: Pipeline, checkpoint: str | None) -> None:
-    """A pipeline's writers and checkpoint lie outside what its readers read (see ``check_no_overlap``)."""
-    stages = flatten_stages(pipeline.stages)
-    reads = {"file_paths" if index == 0 else f"file_paths of reader {index + 1}": stage.file_paths
-             for index, stage in enumerate(s for s in stages if isinstance(s, FilePartitioningStage))}
-    writes = {f"{type(stage).__name__} path": stage.path for stage in stages if isinstance(stage, FileWriterStage)}
-    check_no_overlap(reads, {**writes, "checkpoint_path": checkpoint})
-
-
-class PipelineChangedError(PipelineDefinitionError):
-    """A checkpoint's marks were made by a pipeline other than the one now run on it."""
-
-
-def _check_same_pipeline(pipeline: Pipeline, checkpoint: str, keep: bool, map_size: int) -> None:
-    """Marks made by other stages or settings would skip partitions that the pipeline as it is now
-    never produced: refuse (or, told to keep them, warn), then record this pipeline."""
-    store = open_store(checkpoint, map_size)
-    store.check_writable()  # its own error names the folder, before anything is written there
-    now, before = describe_stages(pipeline.stages), store.recorded_pipeline()
-    if before == now:
-        return
-    change = pipeline_changes(before, now) if before is not None else ""
-    if change and store.completed():
-        if not keep:
-            raise PipelineChangedError(
-                f"pipeline {pipeline.name!r} changed since its checkpoint {checkpoint} was written ({change}). "
-                f"Its marks would skip partitions this pipeline never produced: start afresh with "
-                f"`beam-curator checkpoint reset {checkpoint}` or a new checkpoint path, or keep the old marks "
-                "with changed_pipeline='keep'"
-            )
-        logger.warning("pipeline %r changed since checkpoint %s was written (%s); keeping its marks as asked",
-                       pipeline.name, checkpoint, change)
-    store.record_pipeline(now)
-
-
 def run_in_order(
     steps: list[tuple[Pipeline, str | None]],
     runner: str | None = "local",
@@ -161,18 +124,14 @@ def run_in_order(
         raise PipelineDefinitionError(
             f"steps run in order need distinct names and a checkpoint each but the last (without one: {unchecked})"
         )
-    if changed_pipeline not in ("refuse", "keep", None):
-        raise ValueError(f"changed_pipeline must be 'refuse', 'keep' or None, not {changed_pipeline!r}")
+    check_changed_pipeline(changed_pipeline)
     check_completion(completion, runner)
-    for pipeline, checkpoint in steps:
-        _check_paths_apart(pipeline, checkpoint)
-        if checkpoint and changed_pipeline:
-            _check_same_pipeline(pipeline, checkpoint, changed_pipeline == "keep", map_size)
     options = pipeline_options(runner, [*runner_flags(completion, runner, beam_args), *(beam_args or [])],
                                **runner_settings)
     silence_library_noise()
     with _reported(steps, map_size):
-        return _run_steps(steps, options, progress, worker_start_timeout, map_size, completion, runner_settings)
+        return _run_steps(steps, options, progress, worker_start_timeout, map_size, completion, changed_pipeline,
+                          runner_settings)
 
 
 @contextmanager
@@ -209,7 +168,8 @@ def _interrupted(steps: list[tuple[Pipeline, str | None]], map_size: int) -> str
 
 def _run_steps(
     steps: list[tuple[Pipeline, str | None]], options: PipelineOptions, progress: bool | None,
-    worker_start_timeout: float | None, map_size: int, completion: str, runner_settings: dict[str, object],
+    worker_start_timeout: float | None, map_size: int, completion: str, changed_pipeline: str | None,
+    runner_settings: dict[str, object],
 ) -> list[RunSummary]:
     shown = progress_shown() if progress is None else progress
     if is_dask(options):
@@ -220,7 +180,7 @@ def _run_steps(
                 summaries.append(RunSummary(started=False))
                 continue
             summaries.append(run_without_metrics(pipeline.name, pipeline.stages, checkpoint, options, shown,
-                                                 map_size, completion))
+                                                 map_size, completion, changed_pipeline))
             logger.debug("pipeline %s finished: %s", pipeline.name, summaries[-1])
         return summaries
     folders = [progress_folder(checkpoint) for _, checkpoint in steps]
@@ -229,7 +189,7 @@ def _run_steps(
     views, previous = [], None
     for (pipeline, checkpoint), folder in zip(steps, folders):
         transform = CuratorStages(pipeline.stages, checkpoint, map_size=map_size, progress_folder=folder,
-                                  completion=completion)
+                                  completion=completion, changed_pipeline=changed_pipeline)
         start = beam_pipeline if previous is None else (
             beam_pipeline | f"{pipeline.name}-waits" >> AfterComplete(previous, pipeline.name)
         )

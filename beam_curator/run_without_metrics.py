@@ -25,14 +25,14 @@ from beam_curator.transforms import CuratorStages
 
 def run_without_metrics(
     name: str, stages: list[ProcessingStage], checkpoint: str | None, options: PipelineOptions, shown: bool,
-    map_size: int, completion: str,
+    map_size: int, completion: str, changed_pipeline: str | None,
 ) -> RunSummary:
     """Run ``stages`` as the chain ``name`` on Dask and count its summary in
     the driver. Nothing pending: nothing to start."""
     beam_pipeline = beam.Pipeline(options=options)
     folder = progress_folder(checkpoint)
     transform = CuratorStages(stages, checkpoint, map_size=map_size, progress_folder=folder,
-                              list_in_driver=True, completion=completion)
+                              list_in_driver=True, completion=completion, changed_pipeline=changed_pipeline)
     _ = beam_pipeline | name >> transform
     with watching([progress_view(name, transform, folder)], [folder], shown):
         started = time.monotonic()

@@ -45,7 +45,7 @@ def test_a_changed_setting_is_refused_naming_it_and_keep_or_reset_go_on(tmp_path
     message = str(caught.value)
     assert "stage 'drop_short': min_length 5 -> 40" in message
     assert f"beam-curator checkpoint reset {ckpt}" in message and "changed_pipeline='keep'" in message
-    with caplog.at_level(logging.WARNING, logger="beam_curator.pipeline"):
+    with caplog.at_level(logging.WARNING, logger="beam_curator.transforms.refusals"):
         kept = pipeline(corpus, out, DropShort(min_length=40)).run(ckpt, changed_pipeline="keep")
     assert kept.partitions_skipped == PARTITIONS and "keeping its marks as asked" in caplog.text
     # Now recorded as the pipeline of these marks: the same pipeline reruns without a word.

@@ -18,6 +18,12 @@ from beam_curator.stages import ProcessingStage
 from beam_curator.stages.base import flatten_stages
 from beam_curator.stages.lineage import source_key
 from beam_curator.tasks import EmptyTask, Task
+from beam_curator.transforms.refusals import (
+    PipelineDefinitionError,
+    check_changed_pipeline,
+    check_paths_apart,
+    check_same_pipeline,
+)
 from beam_curator.transforms.resources import resource_hints
 from beam_curator.transforms.stage_dofns import (
     CREDITS,
@@ -31,10 +37,6 @@ from beam_curator.transforms.stateful_completion import CREDIT_TYPE, CompleteByS
 from beam_curator.transforms.transform_stage import TransformStage, apply_transform_stage
 
 logger = logging.getLogger(__name__)
-
-
-class PipelineDefinitionError(ValueError):
-    """The stage list cannot run as given; raised before anything runs."""
 
 
 def _flag_index(stages: list[ProcessingStage], flag: str, default: int) -> int:
@@ -82,6 +84,15 @@ class CuratorStages(beam.PTransform):
     after them (:mod:`beam_curator.transforms.stateful_completion`).
     ``ended`` is what a chain that follows must wait for: the output, and
     under stateful completion the marks too.
+
+    Applied, it refuses before it reads the checkpoint or anything runs
+    (:mod:`beam_curator.transforms.refusals`): a writer's folder or the
+    checkpoint inside a reader's input, with ``CuratorInputError``, and a
+    checkpoint whose marks were made by other stages or settings, with
+    ``PipelineChangedError`` naming the change. ``changed_pipeline="keep"``
+    keeps those marks instead (a warning says so) and records these stages;
+    None skips that check. The error names the pipeline by the label it was
+    applied with.
     """
 
     def __init__(
@@ -95,9 +106,11 @@ class CuratorStages(beam.PTransform):
         progress_folder: str | None = None,
         list_in_driver: bool = False,
         completion: str = "fused",
+        changed_pipeline: str | None = "refuse",
     ) -> None:
         super().__init__()
         self.completion = check_completion(completion)
+        self.changed_pipeline = check_changed_pipeline(changed_pipeline)
         self.stages = flatten_stages(list(stages))
         self.source, self.sink = locate_source_and_sink(self.stages)
         if list_in_driver and self.source != 0:
@@ -118,7 +131,9 @@ class CuratorStages(beam.PTransform):
         """Complete partitions whose recorded outputs are all still there, and
         what their files looked like when they started. A partition whose
         output went missing or changed size is run again, with a warning."""
-        self.store.check_writable()
+        self.store.check_writable()  # its own error names the folder, before anything is written there
+        if self.changed_pipeline:
+            check_same_pipeline(self.label, self.stages, self.store, self.changed_pipeline == "keep")
         self.store.open_writer()  # holds the lock before reading, so a reset now refuses
         snapshot = self.store.snapshot()
         completed = snapshot.completed()
@@ -132,6 +147,7 @@ class CuratorStages(beam.PTransform):
         return completed, snapshot.inputs
 
     def expand(self, pcoll):
+        check_paths_apart(self.stages, self.store.path if self.store is not None else None)
         completed: set[str] = set()
         started: dict[str, dict] = {}
         if self.store is not None:
