@@ -174,6 +174,9 @@ def _run_steps(
     shown = progress_shown() if progress is None else progress
     if is_dask(options):
         check_completion(completion, "dask")  # chosen by beam_args
+        for pipeline, checkpoint in steps:  # each step runs as a pipeline of its own: refuse before the first
+            CuratorStages(pipeline.stages, checkpoint, map_size=map_size,
+                          changed_pipeline=changed_pipeline).refuse(pipeline.name)
         summaries: list[RunSummary] = []
         for pipeline, checkpoint in steps:
             if summaries and not summaries[-1].complete:

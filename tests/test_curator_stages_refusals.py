@@ -164,3 +164,15 @@ def test_a_second_run_beside_a_running_one_goes_on_and_a_reset_meanwhile_is_refu
     assert holder.returncode == 0, output[-3000:]
     assert len(list((tmp_path / "held-out").glob("*.jsonl"))) == SAMPLE_FILES
     open_store(str(ckpt)).reset()  # both runs ended: nothing holds it now
+
+
+def test_on_dask_a_later_steps_refusal_comes_before_the_first_step_runs(tmp_path: Path) -> None:
+    """Dask runs each step as a pipeline of its own; the second step's refusals still come first."""
+    from beam_curator.pipeline import run_in_order
+
+    copied = tmp_path / "copied"
+    first = Pipeline("first", stages=[JsonlReader(sample_corpus_path()), JsonlWriter(str(copied))])
+    second = Pipeline("second", stages=[JsonlReader(str(copied)), JsonlWriter(str(copied / "again"))])
+    with pytest.raises(CuratorInputError, match="inside"):
+        run_in_order([(first, str(tmp_path / "ckpt-1")), (second, str(tmp_path / "ckpt-2"))], "dask")
+    assert not copied.exists(), "the first step ran before the second step's refusal"

@@ -131,9 +131,6 @@ class CuratorStages(beam.PTransform):
         """Complete partitions whose recorded outputs are all still there, and
         what their files looked like when they started. A partition whose
         output went missing or changed size is run again, with a warning."""
-        self.store.check_writable()  # its own error names the folder, before anything is written there
-        if self.changed_pipeline:
-            check_same_pipeline(self.label, self.stages, self.store, self.changed_pipeline == "keep")
         self.store.open_writer()  # holds the lock before reading, so a reset now refuses
         snapshot = self.store.snapshot()
         completed = snapshot.completed()
@@ -146,8 +143,20 @@ class CuratorStages(beam.PTransform):
         logger.info("checkpoint %s: %d partitions already complete", self.store.path, len(completed))
         return completed, snapshot.inputs
 
-    def expand(self, pcoll):
+    def refuse(self, name: str | None = None) -> None:
+        """Make the refusals (see the class docstring) now, naming the chain
+        ``name`` (default: the label it was applied with). ``expand`` makes
+        them; a driver that runs chains as pipelines of their own, one after
+        another (Dask), makes every chain's before the first runs, so that a
+        later chain's refusal costs no earlier chain's work."""
         check_paths_apart(self.stages, self.store.path if self.store is not None else None)
+        if self.store is not None:
+            self.store.check_writable()  # its own error names the folder, before anything is written there
+            if self.changed_pipeline:
+                check_same_pipeline(name or self.label, self.stages, self.store, self.changed_pipeline == "keep")
+
+    def expand(self, pcoll):
+        self.refuse()
         completed: set[str] = set()
         started: dict[str, dict] = {}
         if self.store is not None:
