@@ -87,7 +87,7 @@ class Pipeline:
 
         ``completion`` is where partitions are marked complete: ``"fused"``
         in the sink's DoFn, ``"stateful"`` in a keyed stateful DoFn after it
-        (see "How completion works" in the README for when each marks).
+        (see "Stateful completion" in docs/pipelines.md for when each marks).
         """
         (summary,) = run_in_order(
             [(self, checkpoint_path)], runner, beam_args=beam_args, map_size=map_size, progress=progress,

@@ -1,4 +1,4 @@
-"""What docs/gpu_placement.md says, checked without a cluster or a GPU.
+"""What docs/gpu.md says, checked without a cluster or a GPU.
 
 * A stage's ``resources`` reach Flink and Spark as Beam resource hints: the
   pipeline proto their runners submit gives the stage's transforms an
@@ -35,7 +35,7 @@ from beam_curator.transforms.transform_stage import TransformStage
 
 ACCELERATOR = "beam:resources:accelerator:v1"
 MIN_RAM = "beam:resources:min_ram_bytes:v1"
-DOC = Path(__file__).resolve().parents[1] / "docs" / "gpu_placement.md"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "gpu.md"
 
 GPU_HINTS = {ACCELERATOR: b"type:nvidia-h100-80gb;count:2;install-nvidia-driver", MIN_RAM: b"32000000000"}
 # gpu_memory_gb asks for one whole accelerator of the default type; "1GiB" is binary.

@@ -61,7 +61,7 @@ def torchvision_explained() -> Iterator[None]:
             f"torchvision is installed but does not load beside torch {torch.__version__} ({cause}), and "
             "transformers imports it whenever it is present. Nothing here needs it: remove it with "
             "`pip uninstall -y torchvision torchaudio torchcodec`, or install the build that matches torch "
-            "(for a +cpu torch: --extra-index-url https://download.pytorch.org/whl/cpu); see the README's Install section"
+            "(for a +cpu torch: --extra-index-url https://download.pytorch.org/whl/cpu); see Install in docs/getting-started.md"
         ) from error
 
 
@@ -104,14 +104,16 @@ class EmbeddingModelHandler(ModelHandler[str, PredictionResult, M]):
             tokenizer's work on huge documents.
         model_cache_dir: extra place to look for the model, see
             :func:`~beam_curator.models.resolve.resolve_model`.
-        min_batch_size, max_batch_size: bounds for RunInference's
-            ``BatchElements``; unset means Beam's adaptive batching.
+        min_batch_size: lower bound for RunInference's ``BatchElements``;
+            unset means Beam's adaptive batching.
+        max_batch_size: upper bound for RunInference's ``BatchElements``;
+            unset means Beam's adaptive batching.
         model_copies: how many copies of the model one machine loads (Beam
             routes batches between them); ``None`` means one.
         share_across_processes: True (default) loads one model per machine,
             reached by every SDK worker process there; False loads one per
             worker process, which a host with one pinned GPU per process
-            wants (see docs/gpu_placement.md).
+            wants (see docs/gpu.md).
     """
 
     def __init__(

@@ -3,7 +3,7 @@
 Beam does not schedule by CPU count or GPU memory; these requests become Beam
 resource hints (``beam_curator.transforms.resources``), which Dataflow
 honours and Flink, Spark and the local runners do not schedule by
-(docs/gpu_placement.md). ``gpus`` > 0 also makes each worker claim a GPU of its own
+(docs/gpu.md). ``gpus`` > 0 also makes each worker claim a GPU of its own
 (``pin_worker_gpu``) before the stage's ``setup``.
 """
 

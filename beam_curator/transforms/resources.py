@@ -1,7 +1,7 @@
 """Stage resource requests as Beam resource hints.
 
 Dataflow places hinted stages on accelerator workers. Flink, Spark and the
-local runners schedule nothing by them (docs/gpu_placement.md): there a hinted
+local runners schedule nothing by them (docs/gpu.md): there a hinted
 stage only gets an SDK environment, and so a fused step, of its own, and the
 same pipeline still runs on a laptop.
 """

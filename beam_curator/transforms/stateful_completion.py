@@ -13,8 +13,8 @@ and keeps only a flag, so a late duplicate cannot start a second tally.
 A runner sees the keyed DoFn after a shuffle, so when the marks appear
 depends on it: as partitions finish on a streaming runner (Flink with
 ``--streaming``), only once the stages before it have finished everywhere on
-a batch runner (measured on the local runner, Spark and Flink); the README's "How
-completion works" gives the figures. The state of a partition
+a batch runner (measured on the local runner, Spark and Flink); docs/pipelines.md's "Stateful
+completion" gives the figures. The state of a partition
 that never completes (a task failed) lives until its global window ends,
 which a bounded pipeline reaches when its input is exhausted: no timer is
 needed to collect it.

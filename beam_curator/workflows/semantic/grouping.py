@@ -2,7 +2,7 @@
 
 One fragment per (assignment task, cluster) would make about
 (N / task size) x k tiny files: 4·10⁸ at a billion documents and k = 50,000
-(docs/scaling.md), and ~9,000 already at 50,000 documents, whose writing and
+(docs/gpu.md, "At a billion documents"), and ~9,000 already at 50,000 documents, whose writing and
 reading took most of the k-means and pairwise phases. Instead the clusters
 are cut into contiguous ranges of about ``_ROWS_PER_RANGE`` documents; each
 assignment task writes one file per range it touches, and each task of the
