@@ -113,7 +113,7 @@ def add_runner_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--dask-address", help="Dask scheduler tcp://host:8786 (default: a LocalCluster for the run)")
     group.add_argument("--completion", default="fused", choices=["fused", "stateful"],
                        help="how partitions are marked: in the sink's step (fused, marks as partitions finish on "
-                            "every runner) or by a keyed stateful step (stateful: for Flink --streaming; see the README)")
+                            "every runner) or by a keyed stateful step (stateful: for Flink --streaming; see docs/pipelines.md, Stateful completion)")
     group.add_argument("--worker-start-timeout", type=float, default=60.0,
                        help="EXTERNAL/PROCESS environments: seconds from the job running to the first SDK worker before failing")
 

@@ -36,7 +36,7 @@ def add_semdedup(commands: argparse._SubParsersAction) -> None:
                        help="auto: vLLM on a CUDA GPU, sentence-transformers otherwise")
     model.add_argument("--embedding-runtime", default="torch", choices=list(RUNTIMES),
                        help="what runs the model on a CPU: torch, or its ONNX export on ONNX Runtime or "
-                            "OpenVINO, which are faster (see the README)")
+                            "OpenVINO, which are faster (see docs/dedup/semantic.md, Faster embedding on CPUs)")
     model.add_argument("--embedding-max-chars", type=int, help="cut texts to this many characters before tokenising")
     model.add_argument("--embedding-batch-size", type=int, help="most texts per model call (default: Beam's adaptive batching)")
     model.add_argument("--embedding-max-tokens", type=int, help="vLLM: tokens kept per text (default: the model's length)")
