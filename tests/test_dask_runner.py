@@ -155,3 +155,15 @@ def test_a_driver_killed_midrun_leaves_per_partition_marks_and_the_rerun_complet
         sorted(p.name for p in reference.iterdir())
     assert curator_helpers.output_rows(output) == curator_helpers.output_rows(reference)
     assert open_store(str(tmp_path / "ckpt")).completed() == every
+
+
+def test_closing_the_local_cluster_waits_for_a_worker_slow_to_exit_without_a_nanny_warning(tmp_path: Path) -> None:
+    """dask kills a worker still alive 4 s after its cluster is told to close, with a warning on the
+    terminal after a run that succeeded; a worker holding a model on a busy machine takes that long."""
+    data = write_corpus(tmp_path / "in", 2)
+    script = Path(__file__).parent / "scripts" / "dask_worker_slow_to_exit.py"
+    done = subprocess.run([sys.executable, str(script), str(data), str(tmp_path / "out"), str(tmp_path / "ckpt")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "2 completed this run" in done.stdout
+    assert "nanny" not in done.stderr and "still alive" not in done.stderr, done.stderr[-3000:]

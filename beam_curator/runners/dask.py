@@ -24,6 +24,7 @@ listing and the checkpoint instead.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import logging
 import os
@@ -119,10 +120,22 @@ def _quiet_workers() -> Iterator[None]:
                 os.environ[name] = value
 
 
+# Seconds a worker process may take to exit when its cluster closes. dask gives it 4 (80% of a Nanny's
+# default 5 s) and then kills it with a warning; a worker holding a model or Beam's threads often takes
+# longer on a busy machine, after every partition is written and marked.
+WORKER_EXIT_SECONDS = 60.0
+
+
+async def _close_workers(cluster: Any) -> None:
+    await asyncio.gather(*(worker.close(timeout=WORKER_EXIT_SECONDS) for worker in list(cluster.workers.values())))
+
+
 def close_local_clusters() -> None:
-    """Close the LocalClusters this process started (done at exit; a notebook may want it sooner)."""
+    """Close the LocalClusters this process started (done at exit; a notebook may want it sooner),
+    each worker given ``WORKER_EXIT_SECONDS`` to exit before dask kills it (and says so)."""
     while _local_clusters:
         _, cluster = _local_clusters.popitem()
+        cluster.sync(_close_workers, cluster)
         cluster.close()
 
 
