@@ -90,7 +90,8 @@ def test_an_input_error_inside_a_stage_is_printed_once_and_creates_nothing(tmp_p
 
 def test_settings_errors_are_one_line_before_any_folder_is_made(tmp_path: Path) -> None:
     data = copy_corpus(tmp_path / "in", FILES[:1])
-    for flags, says in [(["--eps", "2"], "eps must be in [0, 1)"), (["--recall-sample", "1"], "recall_sample must be"),
+    for flags, says in [(["--eps", "2"], "eps must be in [0, 1)"),
+                        (["--recall-sample", "1"], "recall_sample (--recall-sample) must be"),
                         (["--input", str(tmp_path / "nowhere")], "matches no .jsonl")]:
         result = subprocess.run([*semdedup(data, tmp_path / "out"), *flags], capture_output=True, text=True,
                                 env=ENVIRONMENT, timeout=120)
