@@ -56,3 +56,28 @@ def worker_runner(request: pytest.FixtureRequest) -> dict[str, object]:
     if request.param == "dask":
         return {"runner": "dask", "dask_address": request.getfixturevalue("dask_cluster").scheduler_address}
     return {"runner": "portable", **request.getfixturevalue("worker_pool").settings()}
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A real S3 endpoint (S3Proxy on a folder) for the session; tests that kill
+    it start it again before they end (``S3Server.start``)."""
+    pytest.importorskip("s3fs", reason="the s3 extra is not installed")
+    from s3_server import S3Server, S3ServerUnavailable
+
+    server = S3Server(tmp_path_factory.mktemp("s3proxy") / "root")
+    try:
+        server.start()
+    except S3ServerUnavailable as why:
+        pytest.skip(str(why))
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def s3_bucket(s3_server: object, request: pytest.FixtureRequest) -> str:
+    """A fresh bucket for one test, named after it: ``s3://<name>``."""
+    import re
+
+    name = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:50].strip("-") + f"-{os.getpid() % 10000}"
+    return s3_server.make_bucket(name)

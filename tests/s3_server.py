@@ -1,0 +1,128 @@
+"""A real S3 endpoint for the tests: S3Proxy (Apache-2, one Java jar from
+Maven Central) serving a folder of this machine through the S3 protocol.
+
+The jar is fetched once by Maven into a cache folder. The server runs in a
+process group of its own so a test can kill it mid-run (``kill``) and start it
+again on the same port and folder (``start``), as a real outage would go.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+S3PROXY = "org.gaul:s3proxy:2.6.0:jar:jar-with-dependencies"
+JAR_NAME = "s3proxy-2.6.0-jar-with-dependencies.jar"
+CACHE = Path(os.environ.get("BEAM_CURATOR_CACHE", Path.home() / ".cache" / "beam_curator")) / "s3proxy"
+
+ACCESS_KEY = "curator-test-access"
+# A secret no other string in a run contains, so that a test can search logs and files for it.
+SECRET_KEY = "s3cr3t-Zq7W-never-print-me-4Kx9"
+# botocore (since 1.36) sends CRC checksums with every upload by default, which S3Proxy, like several other
+# S3-compatible servers, answers with NotImplemented; asking for checksums only where the API requires them works
+# with all of them, and with AWS.
+CHECKSUMS_WHEN_REQUIRED = {"request_checksum_calculation": "when_required",
+                           "response_checksum_validation": "when_required"}
+
+
+class S3ServerUnavailable(RuntimeError):
+    """No Java or Maven here, or the jar could not be fetched: S3 tests skip."""
+
+
+def s3proxy_jar() -> Path:
+    jar = CACHE / JAR_NAME
+    if jar.is_file():
+        return jar
+    if not (shutil.which("java") and shutil.which("mvn")):
+        raise S3ServerUnavailable("S3Proxy needs `java` and `mvn` on PATH")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    fetched = subprocess.run(
+        ["mvn", "-q", "-B", "dependency:copy", f"-Dartifact={S3PROXY}", f"-DoutputDirectory={CACHE}"],
+        capture_output=True, text=True, timeout=600,
+    )
+    if fetched.returncode != 0 or not jar.is_file():
+        raise S3ServerUnavailable(f"Maven could not fetch {S3PROXY}: {fetched.stdout[-2000:]}{fetched.stderr[-2000:]}")
+    return jar
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class S3Server:
+    """One S3Proxy on ``127.0.0.1:port`` storing buckets as folders of ``root``."""
+
+    def __init__(self, root: Path, port: int | None = None) -> None:
+        self.root = root
+        self.port = port or _free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = root.parent / f"s3proxy-{self.port}.log"
+
+    def start(self, timeout: float = 60.0) -> None:
+        (self.root / "data").mkdir(parents=True, exist_ok=True)
+        properties = self.root / "s3proxy.properties"
+        properties.write_text("\n".join([
+            f"s3proxy.endpoint={self.endpoint}",
+            "s3proxy.authorization=aws-v2-or-v4",
+            f"s3proxy.identity={ACCESS_KEY}",
+            f"s3proxy.credential={SECRET_KEY}",
+            "jclouds.provider=filesystem-nio2",
+            "jclouds.identity=local",
+            "jclouds.credential=local",
+            f"jclouds.filesystem.basedir={self.root / 'data'}",
+        ]) + "\n")
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                ["java", "-jar", str(s3proxy_jar()), "--properties", str(properties)],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise S3ServerUnavailable(f"S3Proxy exited at start: {self.log.read_text()[-2000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.2)
+        self.kill()
+        raise S3ServerUnavailable(f"S3Proxy did not listen on {self.endpoint} within {timeout:.0f} s")
+
+    def kill(self) -> None:
+        """SIGKILL the server (an outage, not a shutdown) and wait for it to go."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        self.process = None
+
+    def storage_options(self, **overrides: Any) -> dict[str, Any]:
+        """What s3fs needs to reach this server (fsspec ``storage_options``)."""
+        return {"key": ACCESS_KEY, "secret": SECRET_KEY, "client_kwargs": {"endpoint_url": self.endpoint},
+                "config_kwargs": CHECKSUMS_WHEN_REQUIRED, **overrides}
+
+    def environment(self) -> dict[str, str]:
+        """The same credentials and endpoint the way boto reads them from the environment."""
+        return {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+                "AWS_ENDPOINT_URL_S3": self.endpoint, "AWS_ENDPOINT_URL": self.endpoint,
+                "AWS_DEFAULT_REGION": "us-east-1",
+                "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required", "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required"}
+
+    def filesystem(self) -> Any:
+        import s3fs
+
+        return s3fs.S3FileSystem(skip_instance_cache=True, **self.storage_options())
+
+    def make_bucket(self, name: str) -> str:
+        # Not ``mkdir``: it asks ``exists`` first, and S3Proxy answers GetBucketLocation for any name, so s3fs
+        # takes every bucket to exist. Listing a missing bucket does fail (FileNotFoundError).
+        self.filesystem().call_s3("create_bucket", Bucket=name)
+        return f"s3://{name}"
