@@ -2,6 +2,6 @@
 
 from beam_curator.tasks.base import EmptyTask, FailedTask, NoneTask, Task
 from beam_curator.tasks.document import DocumentBatch
-from beam_curator.tasks.file_group import FileGroupTask
+from beam_curator.tasks.file_group import FileBlock, FileGroupTask
 
-__all__ = ["DocumentBatch", "EmptyTask", "FailedTask", "FileGroupTask", "NoneTask", "Task"]
+__all__ = ["DocumentBatch", "EmptyTask", "FailedTask", "FileBlock", "FileGroupTask", "NoneTask", "Task"]

@@ -21,6 +21,8 @@ from typing import Any
 
 import fsspec
 
+from beam_curator.tasks import FileBlock
+
 FINGERPRINT_MODES = (None, "stat", "content")
 _EDGE = 64 << 10
 _CHUNK = 8 << 20
@@ -79,3 +81,8 @@ def group_fingerprint(paths: list[str], mode: str, infos: dict[str, dict[str, An
     for path in sorted(paths):
         digest.update(f"{path}\0{file_fingerprint(path, mode, infos.get(path))}\n".encode())
     return digest.hexdigest()[:16]
+
+
+def block_fingerprint(file_fingerprint: str, block: FileBlock) -> str:
+    """A short digest of a block of a file: the file's fingerprint and the block's range."""
+    return hashlib.sha256(f"{file_fingerprint}\0{block.start}-{block.stop}".encode()).hexdigest()[:16]

@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections import Counter
 
 import logging
-from typing import Any
+from typing import Any, Callable
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from beam_curator.stages.base import ProcessingStage
 from beam_curator.stages.io.errors import CuratorInputError
-from beam_curator.stages.io.fingerprint import check_mode, file_stats, group_fingerprint
+from beam_curator.stages.io.fingerprint import block_fingerprint, check_mode, file_stats, group_fingerprint
 from beam_curator.stages.io.sharding import ShardSpec, resolve_shard, shard_of
-from beam_curator.tasks import FileGroupTask, Task
+from beam_curator.tasks import FileBlock, FileGroupTask, Task
 
 logger = logging.getLogger(__name__)
 
@@ -91,13 +91,18 @@ class FilePartitioningStage(ProcessingStage):
 
     A group closes after ``files_per_partition`` files or once it holds
     ``blocksize`` bytes, whichever comes first; sorting makes the grouping,
-    and so the partition ids, the same on every run.
+    and so the partition ids, the same on every run. A file larger than
+    ``blocksize`` that its reader can split (``split_file``: path, size and
+    blocksize to ``(start, stop)`` blocks) becomes one partition per block,
+    so that a long file is finished, and marked complete, block by block.
 
     Each partition carries its files' sizes and modification times
     (``_metadata["file_stats"]``), which its completion mark keeps. With
     ``fingerprint="stat"`` or ``"content"`` it also carries a digest of its
     files (``_metadata["fingerprint"]``) that becomes part of its checkpoint
-    key, so a partition whose files changed runs again.
+    key, so a partition whose files changed runs again. A block's key always
+    carries its file's fingerprint (at least ``"stat"``) and its range: once
+    the file, or the blocksize, changed, none of its finished blocks stands.
 
     With ``shard=(index, count)`` it keeps only the partitions whose id falls
     in that shard (see :mod:`~beam_curator.stages.io.sharding`), so ``count``
@@ -117,8 +122,10 @@ class FilePartitioningStage(ProcessingStage):
         extensions: tuple[str, ...] = (".jsonl",),
         fingerprint: str | None = None,
         shard: ShardSpec = None,
+        split_file: Callable[[str, int, int], list[tuple[int, int]]] | None = None,
     ) -> None:
         self.file_paths = file_paths
+        self.split_file = split_file
         self.files_per_partition = files_per_partition
         self.blocksize = parse_size(blocksize)
         self.extensions = extensions
@@ -148,19 +155,37 @@ class FilePartitioningStage(ProcessingStage):
         infos = list_files(self.file_paths, self.extensions)
         stats = file_stats(infos)
         groups: list[list[str]] = [[]]
+        blocks: dict[str, list[FileBlock]] = {}  # of the files split: each is a group of its own
         group_bytes = 0
         for path in infos:
+            size = stats[path][0]
+            split = self._split(path, size)
             full = self.files_per_partition and len(groups[-1]) >= self.files_per_partition
-            if groups[-1] and (full or (self.blocksize and group_bytes >= self.blocksize)):
+            if groups[-1] and (split or full or (self.blocksize and group_bytes >= self.blocksize)):
                 groups.append([])
                 group_bytes = 0
             groups[-1].append(path)
-            group_bytes += stats[path][0]
+            group_bytes += size  # a split file holds more than blocksize: the next file opens a group
+            if split:
+                blocks[path] = split
         partitions = []
         for group in groups:
-            partition = FileGroupTask(dataset_name=str(self.file_paths), data=group)
-            partition._metadata["file_stats"] = {path: stats[path] for path in group}
-            if self.input_fingerprint:
-                partition._metadata["fingerprint"] = group_fingerprint(group, self.input_fingerprint, infos)
-            partitions.append(partition)
+            fingerprint = None
+            for block in blocks.get(group[0], [None]):
+                partition = FileGroupTask(dataset_name=str(self.file_paths), data=group, block=block)
+                partition._metadata["file_stats"] = {path: stats[path] for path in group}
+                # A block stands for its range of one version of its file: its key always follows both.
+                mode = self.input_fingerprint or ("stat" if block is not None else None)
+                if mode:
+                    fingerprint = fingerprint or group_fingerprint(group, mode, infos)
+                    partition._metadata["fingerprint"] = fingerprint if block is None else block_fingerprint(
+                        fingerprint, block)
+                partitions.append(partition)
         return partitions
+
+    def _split(self, path: str, size: int) -> list[FileBlock]:
+        """The blocks of a file larger than ``blocksize``; none for a file read whole."""
+        if not (self.split_file and self.blocksize and size > self.blocksize):
+            return []
+        split = self.split_file(path, size, self.blocksize)
+        return [FileBlock(index, start, stop) for index, (start, stop) in enumerate(split)] if len(split) > 1 else []

@@ -10,24 +10,41 @@ from __future__ import annotations
 
 import logging
 from abc import abstractmethod
+from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from beam_curator.stages.base import CompositeStage, ProcessingStage
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.partitioning import FilePartitioningStage
 from beam_curator.stages.io.sharding import ShardSpec
-from beam_curator.tasks import DocumentBatch, FileGroupTask
+from beam_curator.tasks import DocumentBatch, FileBlock, FileGroupTask
 
 logger = logging.getLogger(__name__)
 
 
+@dataclass
+class FileRecords:
+    """What a reader read from one file, or from one block of it: the records
+    (only the requested fields), the row number of each counted from the start
+    of what was read, and how many bad records were skipped.
+
+    Row numbers count the physical records (lines of JSON Lines, rows of
+    Parquet), blank and bad ones included, so that a record's row number
+    does not depend on which fields were read or which records were skipped."""
+
+    table: pa.Table
+    rows: pa.Array
+    skipped: int = 0
+
+
 class FileReaderStage(ProcessingStage):
-    """Reads every file of a group into one DocumentBatch.
+    """Reads every file of a group, or one block of one file, into one DocumentBatch.
 
     ``file_column`` / ``row_column`` (off by default) add each record's file
     and its row number within that file: a locator that does not depend on
-    how files were grouped into partitions.
+    how files were grouped into partitions or split into blocks.
     """
 
     def __init__(
@@ -45,8 +62,18 @@ class FileReaderStage(ProcessingStage):
         self.row_column = row_column
 
     @abstractmethod
-    def read_file(self, path: str) -> tuple[pa.Table, int]:
-        """The file's records (only ``self.fields`` if set) and how many were skipped."""
+    def read_file(self, path: str, block: FileBlock | None = None) -> FileRecords:
+        """The records of the file, or of ``block`` of it (see ``split_file``)."""
+
+    @staticmethod
+    def split_file(path: str, size: int, blocksize: int) -> list[tuple[int, int]]:
+        """The blocks a file of ``size`` bytes splits into, about ``blocksize`` bytes
+        each, in the format's units; none (read whole) for formats that cannot split."""
+        return []
+
+    def rows_before(self, path: str, block: FileBlock) -> int:
+        """How many physical records of the file come before ``block``."""
+        raise NotImplementedError(f"{type(self).__name__} reads no blocks")
 
     def bad_record(self, path: str, where: str, problem: str) -> None:
         message = f"{path}, {where}: {problem}"
@@ -60,14 +87,19 @@ class FileReaderStage(ProcessingStage):
     def process(self, task: FileGroupTask) -> DocumentBatch:
         tables, empty, skipped = [], None, 0
         for path in task.data:
-            table, file_skipped = self.read_file(path)
-            skipped += file_skipped
+            records = self.read_file(path, task.block)
+            table = records.table
+            skipped += records.skipped
             if table.num_rows == 0:
-                logger.warning("input file %s holds no records", path)
+                if task.block is None:
+                    logger.warning("input file %s holds no records", path)
                 empty = table
                 continue
             if self.row_column:
-                table = table.append_column(self.row_column, pa.array(range(table.num_rows), pa.int64()))
+                rows = records.rows.cast(pa.int64())
+                if task.block is not None:
+                    rows = pc.add(rows, self.rows_before(path, task.block))
+                table = table.append_column(self.row_column, rows)
             if self.file_column:
                 table = table.append_column(self.file_column, pa.array([path] * table.num_rows, pa.string()))
             tables.append(table)
@@ -83,6 +115,10 @@ class FileReaderStage(ProcessingStage):
 class FileReader(CompositeStage):
     """A reader as users add it: partition the files (the source), then read each group.
 
+    ``blocksize`` (bytes, or ``"128MiB"``; NeMo's name) groups small files up to
+    that size and splits a larger file into blocks of about that size, each a
+    partition of its own (see ``FilePartitioningStage``): an interrupted run
+    keeps the blocks it finished, and the progress bar counts them.
     ``fingerprint`` (None, ``"stat"`` or ``"content"``) says whether a finished
     partition whose files changed since runs again; see ``FilePartitioningStage``.
     ``extensions`` replaces the format's usual file name endings.
@@ -109,7 +145,7 @@ class FileReader(CompositeStage):
     ) -> None:
         self.partitioning = FilePartitioningStage(
             file_paths, files_per_partition, blocksize, tuple(extensions or self.extensions), fingerprint=fingerprint,
-            shard=shard,
+            shard=shard, split_file=self.reader_stage.split_file,
         )
         self.reader = self.reader_stage(fields, on_bad_record, file_column, row_column)
 
