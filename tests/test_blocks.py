@@ -34,6 +34,7 @@ from beam_curator.stages.lineage import derive_sources, run_stage
 from beam_curator.tasks import DocumentBatch, EmptyTask, FileBlock, FileGroupTask
 from beam_curator.transforms import CuratorStages
 from beam_curator.transforms.progress import read_progress
+from beam_curator.workflows import ExactDeduplicationWorkflow
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 from curator_helpers import output_rows, scripts_pythonpath  # noqa: E402
@@ -232,3 +233,25 @@ def test_a_run_killed_mid_file_resumes_at_the_first_unfinished_block(tmp_path: P
     assert len(output_rows(tmp_path / "out")) == 1000
     assert sorted(p.name for p in (tmp_path / "out").glob("*.jsonl")) == \
         sorted(p.name for p in (tmp_path / "reference").glob("*.jsonl"))
+
+
+def test_exact_dedup_removes_the_same_documents_when_removal_reads_blocks(tmp_path: Path) -> None:
+    """Hashing reads the file whole, removal in blocks: generated ids must agree
+    across the two, past a blank line and a record without text (skipped by
+    hashing, read by removal)."""
+    texts = [f"text {n % 40}" for n in range(120)]  # the last 80 are copies
+    (tmp_path / "input").mkdir()
+    path = tmp_path / "input" / "big.jsonl"
+    lines = [json.dumps({"id": n, "text": text}).encode() for n, text in enumerate(texts)]
+    lines[10:10] = [b"", b'{"id": -1}']
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    kept = {}
+    for blocksize in (None, blocksize_for(path, 4)):
+        name = f"out-{blocksize}"
+        ExactDeduplicationWorkflow(str(tmp_path / name), str(tmp_path / "input"), input_filetype="jsonl",
+                                   input_blocksize=blocksize, perform_removal=True, on_bad_record="skip",
+                                   verbose=False).run()
+        kept[blocksize] = sorted(output_rows(tmp_path / name / "deduplicated"), key=lambda row: row["id"])
+    # Removal reads every field: the record without text, never hashed, is kept.
+    first_copies = [{"id": -1, "text": None}, *({"id": n, "text": f"text {n}"} for n in range(40))]
+    assert kept[None] == kept[blocksize_for(path, 4)] == first_copies

@@ -78,7 +78,8 @@ def input_extensions(filetype: str, override: list[str] | None = None) -> tuple[
 
 def partition_grouping(owner: str, files_per_partition: int | None, blocksize: int | str | None) -> dict[str, Any]:
     """NeMo's two ways of grouping input files, one at a time: a file count,
-    or a size in bytes (``"128MiB"``); files are never split."""
+    or a size in bytes (``"128MiB"``) that also splits a larger file into
+    blocks of about that size (each resumed on its own)."""
     if files_per_partition is not None and blocksize is not None:
         raise ValueError(f"{owner}: give files_per_partition or input_blocksize, not both")
     check_positive_integers(files_per_partition=files_per_partition, unset_allowed=True)
