@@ -96,7 +96,7 @@ class FileReaderStage(ProcessingStage):
                 empty = table
                 continue
             if self.row_column:
-                rows = records.rows.cast(pa.int64())
+                rows = records.rows
                 if task.block is not None:
                     rows = pc.add(rows, self.rows_before(path, task.block))
                 table = table.append_column(self.row_column, rows)
