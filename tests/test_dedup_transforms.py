@@ -1,0 +1,100 @@
+"""The dedup PTransforms in a user's own pipeline: types kept, removed
+documents tagged with the id they duplicate, the exact workflow's answer
+whatever the element order, bundles or runner, and refusals of bad input."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import apache_beam as beam
+import pandas as pd
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.transforms.periodicsequence import PeriodicImpulse
+
+from beam_curator.data import sample_corpus_path
+from beam_curator.transforms import ExactDedup
+from beam_curator.workflows import ExactDeduplicationWorkflow
+
+DOCS = [{"doc_id": 3, "text": "same"}, {"doc_id": 1, "text": "same"}, {"doc_id": 2, "text": "other"},
+        {"doc_id": 7, "text": "same"}]
+
+RUNNERS = {
+    "local": {},
+    "local-multiprocess": {"direct_num_workers": 2, "direct_running_mode": "multi_processing"},
+}
+
+
+def sample_records() -> list[dict]:
+    return [json.loads(line) for path in sorted(Path(sample_corpus_path()).glob("*.jsonl"))
+            for line in path.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def workflow_removed(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The ids the exact workflow removes from the bundled sample."""
+    output = tmp_path_factory.mktemp("exact")
+    ExactDeduplicationWorkflow(str(output), sample_corpus_path(), input_filetype="jsonl", assign_id=False,
+                               id_field="doc_id", verbose=False).run()
+    return sorted(pd.read_parquet(output / "ExactDuplicateIds")["doc_id"])
+
+
+def test_dicts_keep_their_type_and_removed_ones_say_which_id_they_duplicate() -> None:
+    with beam.Pipeline() as pipeline:
+        documents = pipeline | beam.Create(DOCS)
+        result = documents | ExactDedup(id_field="doc_id")
+        assert result.kept.element_type == documents.element_type
+        assert_that(result.kept, equal_to([DOCS[1], DOCS[2]]), label="kept")
+        assert_that(result.removed, equal_to([{**DOCS[0], "duplicate_of": 1, "similarity": 1.0},
+                                              {**DOCS[3], "duplicate_of": 1, "similarity": 1.0}]), label="removed")
+
+
+def test_schema_rows_keep_their_schema_and_removed_ones_add_two_fields() -> None:
+    with beam.Pipeline() as pipeline:
+        documents = pipeline | beam.Create([beam.Row(doc_id=d["doc_id"], text=d["text"]) for d in DOCS])
+        result = documents | ExactDedup(id_field="doc_id")
+        assert result.kept.element_type == documents.element_type
+        assert [name for name, _ in result.removed.element_type._fields] == [
+            "doc_id", "text", "duplicate_of", "similarity"]
+        assert_that(result.kept | beam.Map(lambda row: (row.doc_id, row.text)), equal_to([(1, "same"), (2, "other")]),
+                    label="kept")
+        removed = result.removed | beam.Select("doc_id", "duplicate_of", "similarity")
+        assert_that(removed | beam.Map(tuple), equal_to([(3, 1, 1.0), (7, 1, 1.0)]), label="removed")
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_removed_ids_are_the_workflows_whatever_the_order_bundles_or_runner(runner: str,
+                                                                            workflow_removed: list[str]) -> None:
+    records = sample_records()
+    random.Random(len(runner)).shuffle(records)
+    kept_ids = sorted({r["doc_id"] for r in records} - set(workflow_removed))
+    with beam.Pipeline(options=PipelineOptions(flags=[], **RUNNERS[runner])) as pipeline:
+        result = pipeline | beam.Create(records, reshuffle=False) | beam.Reshuffle() | ExactDedup(id_field="doc_id")
+        assert_that(result.removed | beam.Map(lambda d: d["doc_id"]), equal_to(workflow_removed), label="removed")
+        assert_that(result.kept | beam.Map(lambda d: d["doc_id"]), equal_to(kept_ids), label="kept")
+    assert len(workflow_removed) == 26  # 25 texts have copies (20 planted dup-* records), one of them two
+
+
+def test_unbounded_input_is_refused_when_the_pipeline_is_built() -> None:
+    pipeline = beam.Pipeline()
+    ticks = pipeline | PeriodicImpulse(0, 10, 1) | beam.Map(lambda t: {"doc_id": int(t), "text": "tick"})
+    with pytest.raises(ValueError, match="ExactDedup takes a bounded PCollection.*unbounded"):
+        ticks | ExactDedup(id_field="doc_id")
+
+
+@pytest.mark.parametrize(("documents", "settings", "message"), [
+    ([{"doc_id": 1, "body": "a"}], {}, r"no field 'text' \(text_field\); its fields are \['doc_id', 'body'\]"),
+    ([{"doc_id": 1, "text": 5}], {}, "text_field 'text' holds a int"),
+    ([{"doc_id": 1, "text": "a"}, {"doc_id": 1, "text": "a"}], {}, r"repeats the ids \['1'\]"),
+    ([{"doc_id": 1, "text": "a"}, {"doc_id": "x", "text": "a"}], {}, "all integers or all strings"),
+    ([{"text": "a"}], {}, "no field 'doc_id' \\(id_field\\)"),
+])
+def test_bad_documents_fail_naming_the_parameter(documents: list, settings: dict, message: str) -> None:
+    with pytest.raises(Exception, match=message):
+        with beam.Pipeline() as pipeline:
+            _ = pipeline | beam.Create(documents) | ExactDedup(id_field="doc_id", **settings)
+    with pytest.raises(ValueError, match="text_field must name a field"):
+        ExactDedup(text_field="")
