@@ -10,12 +10,14 @@ from pathlib import Path
 
 import apache_beam as beam
 import pandas as pd
+import pyarrow as pa
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms.periodicsequence import PeriodicImpulse
 
 from beam_curator.data import sample_corpus_path
+from beam_curator.tasks import DocumentBatch
 from beam_curator.transforms import ExactDedup
 from beam_curator.workflows import ExactDeduplicationWorkflow
 
@@ -78,6 +80,45 @@ def test_removed_ids_are_the_workflows_whatever_the_order_bundles_or_runner(runn
     assert len(workflow_removed) == 26  # 25 texts have copies (20 planted dup-* records), one of them two
 
 
+def test_document_batches_lose_the_workflows_rows_and_keep_their_task(workflow_removed: list[str]) -> None:
+    records = sample_records()
+    random.Random(7).shuffle(records)
+    slices = [records[start:start + 150] for start in range(0, len(records), 150)]
+    batches = [DocumentBatch(task_id=f"t{number}", dataset_name="sample", data=pa.Table.from_pylist(rows),
+                             _metadata={"rows": len(rows)}) for number, rows in enumerate(slices)]
+    kept_ids = sorted({r["doc_id"] for r in records} - set(workflow_removed))
+    smallest = {}
+    for record in records:
+        smallest[record["text"]] = min(smallest.get(record["text"], record["doc_id"]), record["doc_id"])
+    pairs = sorted((r["doc_id"], smallest[r["text"]]) for r in records if r["doc_id"] in workflow_removed)
+    with beam.Pipeline() as pipeline:
+        result = pipeline | beam.Create(batches) | ExactDedup(id_field="doc_id")
+        removed = result.removed | "RemovedRows" >> beam.FlatMap(lambda batch: batch.data.to_pylist())
+        assert_that(removed | beam.Map(lambda row: (row["doc_id"], row["duplicate_of"])), equal_to(pairs),
+                    label="removed")
+        assert_that(removed | beam.Map(lambda row: row["similarity"]), equal_to([1.0] * 26), label="similarity")
+        kept_rows = result.kept | "KeptRows" >> beam.FlatMap(lambda batch: batch.data.column("doc_id").to_pylist())
+        assert_that(kept_rows, equal_to(kept_ids), label="kept")
+        tasks = result.kept | beam.Map(lambda batch: (batch.task_id, batch.dataset_name, batch._metadata["rows"]))
+        assert_that(tasks, equal_to([(b.task_id, "sample", b.num_items) for b in batches]), label="tasks")
+
+
+def test_parquet_read_and_written_with_beam_io_round_trips(tmp_path: Path) -> None:
+    """Parquet rows come from ``beam.io`` as dicts; kept and removed ones go
+    back to Parquet, the removed with their two more columns."""
+    pd.DataFrame(DOCS).to_parquet(tmp_path / "in.parquet")
+    schema = pa.schema([("doc_id", pa.int64()), ("text", pa.string())])
+    removed_schema = schema.append(pa.field("duplicate_of", pa.int64())).append(pa.field("similarity", pa.float64()))
+    with beam.Pipeline() as pipeline:
+        result = pipeline | beam.io.ReadFromParquet(str(tmp_path / "in.parquet")) | ExactDedup(id_field="doc_id")
+        _ = result.kept | "WriteKept" >> beam.io.WriteToParquet(str(tmp_path / "kept" / "part"), schema)
+        _ = result.removed | "WriteRemoved" >> beam.io.WriteToParquet(str(tmp_path / "removed" / "part"),
+                                                                       removed_schema)
+    assert pd.read_parquet(tmp_path / "kept").sort_values("doc_id").to_dict("records") == [DOCS[1], DOCS[2]]
+    assert pd.read_parquet(tmp_path / "removed").sort_values("doc_id").to_dict("records") == [
+        {**DOCS[0], "duplicate_of": 1, "similarity": 1.0}, {**DOCS[3], "duplicate_of": 1, "similarity": 1.0}]
+
+
 def test_unbounded_input_is_refused_when_the_pipeline_is_built() -> None:
     pipeline = beam.Pipeline()
     ticks = pipeline | PeriodicImpulse(0, 10, 1) | beam.Map(lambda t: {"doc_id": int(t), "text": "tick"})
@@ -98,3 +139,10 @@ def test_bad_documents_fail_naming_the_parameter(documents: list, settings: dict
             _ = pipeline | beam.Create(documents) | ExactDedup(id_field="doc_id", **settings)
     with pytest.raises(ValueError, match="text_field must name a field"):
         ExactDedup(text_field="")
+
+
+def test_a_batch_without_the_text_column_fails_naming_the_parameter() -> None:
+    batch = DocumentBatch(data=pa.table({"doc_id": [1], "body": ["a"]}))
+    with pytest.raises(Exception, match=r"no column 'text' \(text_field\); its columns are \['doc_id', 'body'\]"):
+        with beam.Pipeline() as pipeline:
+            _ = pipeline | beam.Create([batch]) | ExactDedup(id_field="doc_id")
