@@ -1,5 +1,5 @@
 """The dedup PTransforms in a user's own pipeline: types kept, removed
-documents tagged with the id they duplicate, the exact workflow's answer
+documents tagged with the id they duplicate, the workflows' answers
 whatever the element order, bundles or runner, and refusals of bad input."""
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from apache_beam.transforms.periodicsequence import PeriodicImpulse
 
 from beam_curator.data import sample_corpus_path
 from beam_curator.tasks import DocumentBatch
-from beam_curator.transforms import ExactDedup
-from beam_curator.workflows import ExactDeduplicationWorkflow
+from beam_curator.transforms import ExactDedup, FuzzyDedup
+from beam_curator.transforms.star_components import StarComponents
+from beam_curator.workflows import ExactDeduplicationWorkflow, FuzzyDeduplicationWorkflow
 
 DOCS = [{"doc_id": 3, "text": "same"}, {"doc_id": 1, "text": "same"}, {"doc_id": 2, "text": "other"},
         {"doc_id": 7, "text": "same"}]
@@ -146,3 +147,50 @@ def test_a_batch_without_the_text_column_fails_naming_the_parameter() -> None:
     with pytest.raises(Exception, match=r"no column 'text' \(text_field\); its columns are \['doc_id', 'body'\]"):
         with beam.Pipeline() as pipeline:
             _ = pipeline | beam.Create([batch]) | ExactDedup(id_field="doc_id")
+
+
+@pytest.fixture(scope="module")
+def fuzzy_workflow_groups(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, str]]:
+    """``(id, least id of its group)`` of every id the fuzzy workflow removes from the bundled sample."""
+    folder = tmp_path_factory.mktemp("fuzzy")
+    FuzzyDeduplicationWorkflow(str(folder / "cache"), str(folder / "out"), sample_corpus_path(),
+                               input_filetype="jsonl", id_field="doc_id", verbose=False).run()
+    groups = pd.read_parquet(folder / "cache" / "ConnectedComponentsStage")
+    return sorted(tuple(pair) for pair in groups[groups["doc_id"] != groups["_duplicate_group_id"]].itertuples(
+        index=False))
+
+
+def test_fuzzy_removes_the_workflows_ids_as_duplicates_of_their_groups_least(
+        fuzzy_workflow_groups: list[tuple[str, str]]) -> None:
+    records = sample_records()
+    random.Random(3).shuffle(records)
+    texts = {r["doc_id"]: r["text"] for r in records}
+
+    def similarity_fits(removed: dict) -> bool:
+        """Equal texts have equal signatures; others share some of their values."""
+        if texts[removed["doc_id"]] == texts[removed["duplicate_of"]]:
+            return removed["similarity"] == 1.0
+        return 0.0 < removed["similarity"] <= 1.0
+    with beam.Pipeline() as pipeline:
+        documents = pipeline | beam.Create(records, reshuffle=False) | beam.Reshuffle()
+        result = documents | FuzzyDedup(id_field="doc_id", star_rounds=3)  # the sample's groups are small
+        assert result.kept.element_type == documents.element_type
+        pairs = result.removed | beam.Map(lambda d: (d["doc_id"], d["duplicate_of"]))
+        assert_that(pairs, equal_to(fuzzy_workflow_groups), label="removed")
+        fits = result.removed | beam.Map(similarity_fits)
+        assert_that(fits, equal_to([True] * len(fuzzy_workflow_groups)), label="similarity")
+        count = result.kept | beam.combiners.Count.Globally()
+        assert_that(count, equal_to([len(records) - len(fuzzy_workflow_groups)]), label="kept")
+    assert len(fuzzy_workflow_groups) == 85
+
+
+def test_star_components_label_a_long_chain_by_its_least_id_or_say_to_raise_the_rounds() -> None:
+    """A chain of 40 ids, in shuffled order, needs several rounds to settle into one star."""
+    chain = [(number, number + 1) for number in range(40)] + [(100, 101)]
+    random.Random(5).shuffle(chain)
+    with beam.Pipeline() as pipeline:
+        labels = pipeline | beam.Create(chain) | StarComponents(rounds=8, owner="test")
+        assert_that(labels, equal_to([(n, 0) for n in range(41)] + [(100, 100), (101, 100)]))
+    with pytest.raises(Exception, match="did not settle in star_rounds=1 rounds.*raise star_rounds"):
+        with beam.Pipeline() as pipeline:
+            _ = pipeline | beam.Create(chain) | StarComponents(rounds=1, owner="test")
