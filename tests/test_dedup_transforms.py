@@ -120,26 +120,27 @@ def test_parquet_read_and_written_with_beam_io_round_trips(tmp_path: Path) -> No
         {**DOCS[0], "duplicate_of": 1, "similarity": 1.0}, {**DOCS[3], "duplicate_of": 1, "similarity": 1.0}]
 
 
-def test_unbounded_input_is_refused_when_the_pipeline_is_built() -> None:
+@pytest.mark.parametrize("transform", [ExactDedup, FuzzyDedup])
+def test_unbounded_input_is_refused_when_the_pipeline_is_built(transform: type) -> None:
     pipeline = beam.Pipeline()
     ticks = pipeline | PeriodicImpulse(0, 10, 1) | beam.Map(lambda t: {"doc_id": int(t), "text": "tick"})
-    with pytest.raises(ValueError, match="ExactDedup takes a bounded PCollection.*unbounded"):
-        ticks | ExactDedup(id_field="doc_id")
+    with pytest.raises(ValueError, match=f"{transform.__name__} takes a bounded PCollection.*unbounded"):
+        ticks | transform(id_field="doc_id")
+    with pytest.raises(ValueError, match="text_field must name a field"):
+        transform(text_field="")
 
 
-@pytest.mark.parametrize(("documents", "settings", "message"), [
-    ([{"doc_id": 1, "body": "a"}], {}, r"no field 'text' \(text_field\); its fields are \['doc_id', 'body'\]"),
-    ([{"doc_id": 1, "text": 5}], {}, "text_field 'text' holds a int"),
-    ([{"doc_id": 1, "text": "a"}, {"doc_id": 1, "text": "a"}], {}, r"repeats the ids \['1'\]"),
-    ([{"doc_id": 1, "text": "a"}, {"doc_id": "x", "text": "a"}], {}, "all integers or all strings"),
-    ([{"text": "a"}], {}, "no field 'doc_id' \\(id_field\\)"),
+@pytest.mark.parametrize(("documents", "message"), [
+    ([{"doc_id": 1, "body": "a"}], r"no field 'text' \(text_field\); its fields are \['doc_id', 'body'\]"),
+    ([{"doc_id": 1, "text": 5}], "text_field 'text' holds a int"),
+    ([{"doc_id": 1, "text": "a"}, {"doc_id": 1, "text": "a"}], r"repeats the ids \['1'\]"),
+    ([{"doc_id": 1, "text": "a"}, {"doc_id": "x", "text": "a"}], "all integers or all strings"),
+    ([{"text": "a"}], r"no field 'doc_id' \(id_field\)"),
 ])
-def test_bad_documents_fail_naming_the_parameter(documents: list, settings: dict, message: str) -> None:
+def test_bad_documents_fail_naming_the_parameter(documents: list, message: str) -> None:
     with pytest.raises(Exception, match=message):
         with beam.Pipeline() as pipeline:
-            _ = pipeline | beam.Create(documents) | ExactDedup(id_field="doc_id", **settings)
-    with pytest.raises(ValueError, match="text_field must name a field"):
-        ExactDedup(text_field="")
+            _ = pipeline | beam.Create(documents) | ExactDedup(id_field="doc_id")
 
 
 def test_a_batch_without_the_text_column_fails_naming_the_parameter() -> None:

@@ -24,6 +24,13 @@ def refuse_unbounded(documents: beam.PCollection, transform: str) -> None:
         )
 
 
+def check_field_names(transform: str, **fields: object) -> None:
+    """Each of ``fields`` (``id_field=...``) names a field: a non-empty string."""
+    for parameter, value in fields.items():
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{transform}: {parameter} must name a field of the documents, not {value!r}")
+
+
 def field_of(document: Any, name: str, parameter: str, transform: str) -> Any:
     """``document[name]`` for a dict, ``document.name`` for a Row; a missing
     field is an error naming the parameter that named it."""
@@ -35,6 +42,15 @@ def field_of(document: Any, name: str, parameter: str, transform: str) -> Any:
             f"{transform}: a document has no field {name!r} ({parameter}); its fields are {fields}: "
             f"set {parameter} to the field that holds it"
         ) from None
+
+
+def text_of(document: Any, text_field: str, transform: str) -> str:
+    """The document's text; anything but a string is an error naming ``text_field``."""
+    text = field_of(document, text_field, "text_field", transform)
+    if not isinstance(text, str):
+        raise ValueError(f"{transform}: text_field {text_field!r} holds a {type(text).__name__} ({text!r:.60}), "
+                         "not a string: set text_field to the field holding the text")
+    return text
 
 
 def removed_form(document: Any, duplicate_of: Any, similarity: float) -> Any:

@@ -31,10 +31,12 @@ from beam_curator.transforms.dedup_documents import (
     DUPLICATE_OF,
     REMOVED,
     SIMILARITY,
+    check_field_names,
     field_of,
     refuse_unbounded,
     removed_form,
     removed_type,
+    text_of,
 )
 
 _NAME = "ExactDedup"
@@ -55,9 +57,7 @@ class ExactDedup(beam.PTransform):
 
     def __init__(self, id_field: str = GENERATED_ID, text_field: str = "text") -> None:
         super().__init__()
-        for parameter, value in (("id_field", id_field), ("text_field", text_field)):
-            if not isinstance(value, str) or not value:
-                raise ValueError(f"{_NAME}: {parameter} must name a field of the documents, not {value!r}")
+        check_field_names(_NAME, id_field=id_field, text_field=text_field)
         self.id_field = id_field
         self.text_field = text_field
 
@@ -77,11 +77,7 @@ class ExactDedup(beam.PTransform):
         return results
 
     def _keyed(self, document: Any) -> tuple[str, Any]:
-        text = field_of(document, self.text_field, "text_field", _NAME)
-        if not isinstance(text, str):
-            raise ValueError(f"{_NAME}: text_field {self.text_field!r} holds a {type(text).__name__} "
-                             f"({text!r:.60}), not a string: set text_field to the field holding the text")
-        return md5_hex(text), document
+        return md5_hex(text_of(document, self.text_field, _NAME)), document
 
     def _batches(self, batches: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
         keyed = batches | "KeyBatches" >> beam.Map(lambda batch: (uuid.uuid4().hex, batch))

@@ -21,7 +21,15 @@ import numpy as np
 from beam_curator.dedup import GENERATED_ID
 from beam_curator.dedup.fuzzy.lsh import band_keys
 from beam_curator.dedup.fuzzy.minhash import permutation_seeds, signatures
-from beam_curator.transforms.dedup_documents import REMOVED, field_of, refuse_unbounded, removed_form, removed_type
+from beam_curator.transforms.dedup_documents import (
+    REMOVED,
+    check_field_names,
+    field_of,
+    refuse_unbounded,
+    removed_form,
+    removed_type,
+    text_of,
+)
 from beam_curator.transforms.star_components import StarComponents
 
 _NAME = "FuzzyDedup"
@@ -45,6 +53,7 @@ class FuzzyDedup(beam.PTransform):
                  char_ngrams: int = 24, num_bands: int = 20, minhashes_per_band: int = 13,
                  use_64_bit_hash: bool = False, star_rounds: int = 10) -> None:
         super().__init__()
+        check_field_names(_NAME, id_field=id_field, text_field=text_field)
         for parameter, value in (("char_ngrams", char_ngrams), ("num_bands", num_bands),
                                  ("minhashes_per_band", minhashes_per_band)):
             if not isinstance(value, int) or value < 1:
@@ -86,11 +95,7 @@ class FuzzyDedup(beam.PTransform):
         """Each document keyed by its id with its signature; each band key with the id, to ``bands``."""
         texts, ids = [], []
         for document in batch:
-            text = field_of(document, self.text_field, "text_field", _NAME)
-            if not isinstance(text, str):
-                raise ValueError(f"{_NAME}: text_field {self.text_field!r} holds a {type(text).__name__} "
-                                 f"({text!r:.60}), not a string: set text_field to the field holding the text")
-            texts.append(text)
+            texts.append(text_of(document, self.text_field, _NAME))
             ids.append(field_of(document, self.id_field, "id_field", _NAME))
         values = signatures(texts, self.seeds, self.char_ngrams)
         keys, _ = band_keys(values, range(self.num_bands), self.minhashes_per_band)
