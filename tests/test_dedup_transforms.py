@@ -161,10 +161,11 @@ def fuzzy_workflow_groups(tmp_path_factory: pytest.TempPathFactory) -> list[tupl
         index=False))
 
 
+@pytest.mark.parametrize("runner", RUNNERS)
 def test_fuzzy_removes_the_workflows_ids_as_duplicates_of_their_groups_least(
-        fuzzy_workflow_groups: list[tuple[str, str]]) -> None:
+        runner: str, fuzzy_workflow_groups: list[tuple[str, str]]) -> None:
     records = sample_records()
-    random.Random(3).shuffle(records)
+    random.Random(len(runner)).shuffle(records)
     texts = {r["doc_id"]: r["text"] for r in records}
 
     def similarity_fits(removed: dict) -> bool:
@@ -172,7 +173,7 @@ def test_fuzzy_removes_the_workflows_ids_as_duplicates_of_their_groups_least(
         if texts[removed["doc_id"]] == texts[removed["duplicate_of"]]:
             return removed["similarity"] == 1.0
         return 0.0 < removed["similarity"] <= 1.0
-    with beam.Pipeline() as pipeline:
+    with beam.Pipeline(options=PipelineOptions(flags=[], **RUNNERS[runner])) as pipeline:
         documents = pipeline | beam.Create(records, reshuffle=False) | beam.Reshuffle()
         result = documents | FuzzyDedup(id_field="doc_id", star_rounds=3)  # the sample's groups are small
         assert result.kept.element_type == documents.element_type
