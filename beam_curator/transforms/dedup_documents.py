@@ -60,15 +60,15 @@ def removed_form(document: Any, duplicate_of: Any, similarity: float) -> Any:
     fields = dict(document) if isinstance(document, dict) else document._asdict()
     taken = [name for name in (DUPLICATE_OF, SIMILARITY) if name in fields]
     if taken:
-        raise ValueError(f"a removed document already has the fields {taken} that would say what it duplicates: "
-                         "rename them before deduplicating")
+        raise ValueError(f"a document to remove already has the fields {taken} that would say what it "
+                         "duplicates: rename them before deduplicating")
     added = {DUPLICATE_OF: duplicate_of, SIMILARITY: similarity}
     return {**fields, **added} if isinstance(document, dict) else beam.Row(**fields, **added)
 
 
 def removed_type(document_type: Any, id_field: str) -> Any:
     """The element type of the removed documents: for schema'd Rows, their
-    schema and the two fields; otherwise the input's type, unknown."""
+    schema and the two fields; for dicts, ``Any`` (their keys are not typed)."""
     if not isinstance(document_type, RowTypeConstraint):
         return Any
     fields = dict(document_type._fields)
