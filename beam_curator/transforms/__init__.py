@@ -1,7 +1,17 @@
 """Beam adapters: stages as DoFns and PTransforms."""
 
 from beam_curator.transforms.curator_stages import CuratorStages, locate_source_and_sink
+from beam_curator.transforms.exact_dedup import ExactDedup
+from beam_curator.transforms.fuzzy_dedup import FuzzyDedup
 from beam_curator.transforms.refusals import PipelineChangedError, PipelineDefinitionError
 from beam_curator.transforms.task_coder import TaskCoder  # importing it registers it for every Task PCollection
 
-__all__ = ["CuratorStages", "PipelineChangedError", "PipelineDefinitionError", "TaskCoder", "locate_source_and_sink"]
+__all__ = [
+    "CuratorStages",
+    "ExactDedup",
+    "FuzzyDedup",
+    "PipelineChangedError",
+    "PipelineDefinitionError",
+    "TaskCoder",
+    "locate_source_and_sink",
+]

@@ -3,11 +3,13 @@
 The digests are split into ``buckets`` ranges of equal width; one Beam task
 per range reads, from every file of digests, only that range, so a task holds
 ``1 / buckets`` of the ``(digest, id, file, row)`` records (about 60 bytes
-each), never a text, and copies of a text always meet in one task. The first
-copy in input order (files by path, then row) is kept, which is what NeMo
-Curator's ``duplicated(keep="first")`` keeps when its shuffle preserves input
-order; the others' ids are written, sorted, to ``part.<bucket>.parquet`` in a
-single column named like the id, as NeMo Curator writes ``ExactDuplicateIds/``.
+each), never a text, and copies of a text always meet in one task. The copy
+with the smallest id is kept (``beam_curator.dedup.exact``, the rule the
+``ExactDedup`` transform follows); generated ids rank as a fresh run numbers
+them, files by path then rows, so that a rerun after files were added keeps
+what a fresh run keeps. The others' ids are written, sorted, to
+``part.<bucket>.parquet`` in a single column named like the id, as NeMo
+Curator writes ``ExactDuplicateIds/``.
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from beam_curator.dedup.exact import HASH_COLUMN, later_copies
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io.parquet import read_table
 from beam_curator.tasks import DocumentBatch
-from beam_curator.workflows.exact.hashing import HASH_COLUMN
 from beam_curator.workflows.semantic.id_check import IdBucketTask
-from beam_curator.workflows.semantic.ids import FILE_COLUMN, ROW_COLUMN
+from beam_curator.workflows.semantic.ids import FILE_COLUMN, GENERATED_ID, ROW_COLUMN
 from beam_curator.workflows.semantic.layout import parquet_files
 
 # Digest records a grouping task holds (about 250 MB).
@@ -42,13 +44,16 @@ def digest_range(bucket: int, buckets: int) -> list[tuple[str, str, str]]:
     return low + high
 
 
+def kept_order(id_column: str) -> list[str]:
+    """The columns ranking the copies of a digest: the id, or for generated
+    ids the file's rank by path and the row (the id a fresh run gives)."""
+    return [FILE_COLUMN, ROW_COLUMN] if id_column == GENERATED_ID else [id_column]
+
+
 def removal_ids(table: pa.Table, id_column: str) -> pa.Array:
-    """All ids but the first (by file rank, then row) of each digest, sorted."""
-    order = pc.sort_indices(table, [(HASH_COLUMN, "ascending"), (FILE_COLUMN, "ascending"), (ROW_COLUMN, "ascending")])
-    digests = table.column(HASH_COLUMN).take(order).combine_chunks()
-    repeated = pc.equal(digests[1:], digests[:-1]) if len(digests) > 1 else pa.array([], pa.bool_())
-    later = pa.concat_arrays([pa.array([False]), repeated]) if len(digests) else repeated
-    ids = table.column(id_column).take(order).combine_chunks().filter(later)
+    """All ids but the kept one of each digest, sorted."""
+    later, _ = later_copies(table, kept_order(id_column))
+    ids = table.column(id_column).take(later).combine_chunks()
     return ids.take(pc.sort_indices(ids))
 
 

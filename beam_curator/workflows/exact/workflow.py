@@ -6,7 +6,7 @@ and settings, files produced, checked on every rerun):
 1. ``hashing``: per input file (a checkpointed partition keyed by the file's
    fingerprint), the md5 of each text with the document's id;
 2. ``identification``: one task per digest range lists every copy but the
-   first, into ``<output_path>/ExactDuplicateIds/``; with generated ids also
+   kept one (the smallest id), into ``<output_path>/ExactDuplicateIds/``; with generated ids also
    ``<output_path>/exact_id_generator.json``;
 3. ``removal`` (``perform_removal=True``): the input minus those ids, into
    ``<output_path>/deduplicated/``, by ``TextDuplicatesRemovalWorkflow``.
@@ -22,7 +22,12 @@ from typing import Any
 
 from beam_curator.workflows.exact.hashing import HashTextStage
 from beam_curator.workflows.exact.id_generator import FILENAME, write_id_generator
-from beam_curator.workflows.exact.identification import DUPLICATE_IDS_STEM, DuplicateIdsStage, bucket_count
+from beam_curator.workflows.exact.identification import (
+    DUPLICATE_IDS_STEM,
+    DuplicateIdsStage,
+    bucket_count,
+    kept_order,
+)
 from beam_curator.workflows.per_file import PerFileDeduplication
 from beam_curator.workflows.phases import digest
 from beam_curator.workflows.semantic.id_check import BucketWriter, ListIdBucketsStage
@@ -112,7 +117,7 @@ class ExactDeduplicationWorkflow(PerFileDeduplication):
         """Reused while the digests and the id column stay the same, so that a
         rerun rewrites nothing (and removal, keyed on the ids, is skipped too)."""
         buckets = bucket_count(hashed["rows"])
-        key = digest([hashed["fingerprint"], buckets, self.id_column, self.id_generator])
+        key = digest([hashed["fingerprint"], buckets, self.id_column, self.id_generator, kept_order(self.id_column)])
         stages = [
             ListIdBucketsStage(buckets),
             DuplicateIdsStage(self.hashes, buckets, self.id_column),

@@ -16,13 +16,13 @@ import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from beam_curator.dedup import GENERATED_ID
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.partitioning import expand_paths
 from beam_curator.writing import write_atomically
 from beam_curator.tasks import DocumentBatch
 
-GENERATED_ID = "_curator_dedup_id"
 FILE_COLUMN = "_curator_file"
 ROW_COLUMN = "_curator_row"
 _ROW_BITS = 32

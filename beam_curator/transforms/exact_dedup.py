@@ -1,0 +1,192 @@
+"""``ExactDedup``: exact deduplication as a PTransform in a user's own pipeline.
+
+Documents are keyed by the md5 of their text and grouped by it, so that the
+copies of a text meet on one worker and nothing is collected in the driver;
+of each group the copy the exact workflow would keep is kept
+(``beam_curator.dedup.exact``: the smallest id), whatever the runner, the
+bundles or the order the documents come in. A group holds its copies' ids,
+and its documents are read twice (Beam's grouped values can be iterated
+again), so that a text repeated many times is never held as many documents.
+
+The package's ``DocumentBatch`` tasks (a PCollection typed ``Task``, as
+``CuratorStages`` gives) are deduplicated by row: only ``(digest, id, batch,
+row)`` records are grouped by digest, and each batch then meets the rows to
+drop from it, by a key drawn for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import Any, Iterable, Iterator
+
+import apache_beam as beam
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from beam_curator.dedup import GENERATED_ID
+from beam_curator.dedup.exact import HASH_COLUMN, later_copies, md5_hex, md5_hex_array
+from beam_curator.tasks import DocumentBatch, Task
+from beam_curator.transforms.dedup_documents import (
+    DUPLICATE_OF,
+    REMOVED,
+    SIMILARITY,
+    check_field_names,
+    field_of,
+    refuse_unbounded,
+    removed_form,
+    removed_type,
+    text_of,
+)
+
+_NAME = "ExactDedup"
+
+
+class ExactDedup(beam.PTransform):
+    """Documents whose ``text_field`` is byte-for-byte equal, all but one removed.
+
+    Takes a bounded PCollection of dicts, schema'd ``beam.Row``s or
+    ``DocumentBatch`` tasks, each document with a unique ``id_field`` (all
+    integers or all strings; the default is NeMo Curator's name, the one the
+    workflows generate) and a string ``text_field``. Gives the outputs of a
+    ``ParDo.with_outputs``: ``.kept``, the kept documents as they came (a
+    batch with its removed rows dropped), and ``.removed``, the others, each
+    with two more fields: ``duplicate_of``, the id of the kept copy, and
+    ``similarity``, 1.0.
+    """
+
+    def __init__(self, id_field: str = GENERATED_ID, text_field: str = "text") -> None:
+        super().__init__()
+        check_field_names(_NAME, id_field=id_field, text_field=text_field)
+        self.id_field = id_field
+        self.text_field = text_field
+
+    def expand(self, documents: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
+        refuse_unbounded(documents, _NAME)
+        if isinstance(documents.element_type, type) and issubclass(documents.element_type, Task):
+            return self._batches(documents)
+        grouped = (
+            documents
+            | "KeyByDigest" >> beam.Map(self._keyed)
+            | "GroupCopies" >> beam.GroupByKey()
+        )
+        results = grouped | "KeepSmallestId" >> beam.ParDo(_KeepSmallestId(self.id_field)).with_outputs(
+            REMOVED, main="kept")
+        results.kept.element_type = documents.element_type
+        results.removed.element_type = removed_type(documents.element_type, self.id_field)
+        return results
+
+    def _keyed(self, document: Any) -> tuple[str, Any]:
+        return md5_hex(text_of(document, self.text_field, _NAME)), document
+
+    def _batches(self, batches: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
+        keyed = batches | "KeyBatches" >> beam.Map(lambda batch: (uuid.uuid4().hex, batch))
+        later = (
+            keyed
+            | "RowDigests" >> beam.FlatMap(self._row_records)
+            | "GroupCopies" >> beam.GroupByKey()
+            | "LaterRows" >> beam.FlatMap(self._later_rows)
+        )
+        joined = {"batch": keyed, "later": later} | "MeetTheirBatch" >> beam.CoGroupByKey()
+        results = joined | "DropLaterRows" >> beam.ParDo(_DropLaterRows(self.id_field)).with_outputs(
+            REMOVED, main="kept")
+        results.kept.element_type = results.removed.element_type = batches.element_type
+        return results
+
+    def _row_records(self, keyed: tuple[str, Task]) -> Iterator[tuple[str, tuple[Any, str, int]]]:
+        """``(digest, (id, batch key, row))`` of each row of a batch."""
+        key, batch = keyed
+        if not isinstance(batch, DocumentBatch):
+            raise ValueError(f"{_NAME}: a PCollection of tasks must hold DocumentBatch tasks, "
+                             f"not {type(batch).__name__}")
+        table = batch.to_pyarrow()
+        for parameter, name in (("id_field", self.id_field), ("text_field", self.text_field)):
+            if name not in table.column_names:
+                raise ValueError(f"{_NAME}: a batch has no column {name!r} ({parameter}); its columns are "
+                                 f"{table.column_names}: set {parameter} to the column that holds it")
+        texts = table.column(self.text_field)
+        if not (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)):
+            raise ValueError(f"{_NAME}: text_field {self.text_field!r} holds {texts.type} values, not strings: "
+                             "set text_field to the column holding the text")
+        digests = md5_hex_array(texts).to_pylist()
+        for row, (digest, document_id) in enumerate(zip(digests, table.column(self.id_field).to_pylist())):
+            yield digest, (document_id, key, row)
+
+    def _later_rows(self, group: tuple[str, Iterable[tuple[Any, str, int]]]) -> Iterator[tuple[str, tuple[int, Any]]]:
+        """``(batch key, (row, kept id))`` of each later copy of a digest."""
+        digest, records = group
+        records = list(records)  # ids and places only
+        kept_of = kept_ids(digest, [document_id for document_id, _, _ in records], self.id_field)
+        for document_id, key, row in records:
+            if document_id in kept_of:
+                yield key, (row, kept_of[document_id])
+
+
+def kept_ids(digest: str, ids: list[Any], id_field: str) -> dict[Any, Any]:
+    """Each later copy's id, among the ``ids`` of one digest's copies, mapped
+    to the kept copy's id."""
+    if any(value is None for value in ids):
+        raise ValueError(f"{_NAME}: a document's id_field {id_field!r} is missing (None); give every "
+                         "document a unique id")
+    if len(ids) == 1:
+        return {}
+    if len(set(ids)) < len(ids):
+        repeated = sorted({str(value) for value in ids if ids.count(value) > 1})
+        raise ValueError(f"{_NAME}: id_field {id_field!r} repeats the ids {repeated[:5]} on documents of "
+                         "one text; ids must be unique")
+    try:
+        table = pa.table({HASH_COLUMN: [digest] * len(ids), id_field: ids})
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as error:
+        raise ValueError(f"{_NAME}: id_field {id_field!r} holds {sorted(map(repr, ids))[:5]}; ids must be "
+                         f"all integers or all strings ({error})") from None
+    later, kept = later_copies(table, [id_field])
+    return {ids[copy]: ids[keeper] for copy, keeper in zip(later.to_pylist(), kept.to_pylist())}
+
+
+class _KeepSmallestId(beam.DoFn):
+    """The copies of one text in; the kept one to the main output, the others,
+    each with the id of the kept one, to ``removed``."""
+
+    def __init__(self, id_field: str) -> None:
+        self.id_field = id_field
+
+    def process(self, group: tuple[str, Iterable[Any]]) -> Iterator[Any]:
+        digest, copies = group
+        kept_of = kept_ids(digest, [field_of(copy, self.id_field, "id_field", _NAME) for copy in copies],
+                           self.id_field)
+        for copy in copies:
+            copy_id = field_of(copy, self.id_field, "id_field", _NAME)
+            if copy_id in kept_of:
+                yield beam.pvalue.TaggedOutput(REMOVED, removed_form(copy, kept_of[copy_id], 1.0))
+            else:
+                yield copy
+
+
+class _DropLaterRows(beam.DoFn):
+    """A batch and its later copies' rows in; the batch without them to the
+    main output, those rows (with ``duplicate_of`` and ``similarity``) as a
+    batch of their own to ``removed``."""
+
+    def __init__(self, id_field: str) -> None:
+        self.id_field = id_field
+
+    def process(self, joined: tuple[str, dict[str, Iterable[Any]]]) -> Iterator[Any]:
+        _, sides = joined
+        (batch,) = sides["batch"]
+        later = dict(sides["later"])
+        if not later:
+            yield batch
+            return
+        table = batch.to_pyarrow()
+        taken = [name for name in (DUPLICATE_OF, SIMILARITY) if name in table.column_names]
+        if taken:
+            raise ValueError(f"{_NAME}: a batch already has the columns {taken} that would say what a removed row "
+                             "duplicates: rename them before deduplicating")
+        rows = sorted(later)
+        dropped = pa.array([row in later for row in range(table.num_rows)])
+        yield dataclasses.replace(batch, data=table.filter(pc.invert(dropped)))
+        id_type = table.schema.field(self.id_field).type
+        removed = (table.take(rows)
+                   .append_column(DUPLICATE_OF, pa.array([later[row] for row in rows], id_type))
+                   .append_column(SIMILARITY, pa.array([1.0] * len(rows))))
+        yield beam.pvalue.TaggedOutput(REMOVED, dataclasses.replace(batch, data=removed, _credits={}))
