@@ -15,7 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import uuid
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import BinaryIO, Callable, Iterator
 
 import fsspec
@@ -124,6 +124,7 @@ def _abandon(fs: fsspec.AbstractFileSystem, handle: BinaryIO, temporary: str | N
         handle.discard()  # aborts a started multipart upload; closing would complete it
         handle.closed = True
     else:
-        handle.close()
+        with suppress(OSError):  # closing flushes, which fails again on a full disk: the file goes anyway
+            handle.close()
     if temporary is not None and fs.exists(temporary):
         fs.rm(temporary)
