@@ -247,3 +247,18 @@ def test_a_rerun_in_the_same_process_sees_objects_added_and_removed_since(
     other_client.rm_file(f"{s3_bucket[5:]}/in/part-100.jsonl")
     third = run()
     assert (third.partitions_pending, third.partitions_skipped, third.partitions_completed) == (0, 4, 0)
+
+
+def test_the_driver_sees_every_workers_progress_file_as_it_appears(s3_server, s3_bucket: str, s3_env: dict) -> None:
+    """The live bar reads the workers' progress files through this process's s3fs client, polling: a listing
+    cached at the first poll must not hide the workers that start later, or the run would end with
+    "no SDK worker started"."""
+    from beam_curator.transforms.progress import read_progress
+
+    folder, other_client = f"{s3_bucket}/progress", s3_server.filesystem()
+    other_client.pipe(f"{folder[5:]}/driver.json", json.dumps({"advanced": 0}).encode())
+    assert read_progress(folder).workers == 1
+    other_client.pipe(f"{folder[5:]}/worker-1.json", json.dumps({"advanced": 5}).encode())
+    other_client.pipe(f"{folder[5:]}/driver.json", json.dumps({"advanced": 12}).encode())  # longer than before
+    snapshot = read_progress(folder)
+    assert (snapshot.workers, snapshot.advanced) == (2, 17)

@@ -135,6 +135,7 @@ def read_progress(folder: str) -> Snapshot:
     """Sum the files of every worker process (a file being replaced is skipped)."""
     fs, path = fsspec.core.url_to_fs(folder)
     snapshot = Snapshot()
+    fs.invalidate_cache(path)  # an object store's cached listing would hide the workers' files and their new sizes
     try:
         files = [name for name in fs.ls(path, detail=False)
                  if name.endswith(".json") and not name.rsplit("/", 1)[-1].startswith(".")]  # not a file being written
