@@ -167,6 +167,8 @@ class KillTheStore(ProcessingStage):
         return task
 
 
+# A thread that dies (the progress watcher polling the dead store) would print its own traceback.
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 def test_an_outage_mid_run_raises_one_clear_error_and_the_rerun_completes(
     s3_server, s3_bucket: str, s3_env: dict, tmp_path: Path,
 ) -> None:
