@@ -25,11 +25,13 @@ import time
 from pathlib import Path
 from typing import ContextManager, Iterator
 
+import pandas as pd
 import pytest
 
 from beam_curator.checkpoint import open_store
 from beam_curator.runners import WorkerPool
 from beam_curator.runners.job_server import JOB_SERVERS, job_server_jar
+from beam_curator.workflows import ExactDeduplicationWorkflow
 from stages_for_tests import killed_on_a_runner_and_resumed, run_and_resume, writer_pids
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -348,6 +350,36 @@ class ClusterChecks:
             pipeline.run(str(tmp_path / "ckpt"), **self.runner(cluster, pool))
         assert str(raised.value).startswith(f"{bad}, line 2: malformed JSON"), str(raised.value)[:500]
         assert "Traceback" not in str(raised.value) and "while running" not in str(raised.value)
+
+    def test_exact_dedup_on_s3_from_workers_without_credentials_matches_the_local_runner(
+        self, tmp_path: Path, pool: WorkerPool, cluster: object, s3_server: object, s3_bucket: str,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """Input, output, cache and checkpoints on S3, the credentials given to the workflow alone (NeMo's
+        ``storage_options``): the worker pool, started before with no AWS settings, reads and writes through
+        the driver's fsspec settings carried in the pipeline; ids and clean data are the local runner's."""
+        import fsspec.config
+
+        credentials = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
+                       "FSSPEC_S3")
+        assert not [name for name in credentials if name in os.environ], "the workers must start without them"
+        monkeypatch.setattr(fsspec.config, "conf", {})  # the workflow's settings stay in this test
+        monkeypatch.setenv("FSSPEC_S3", "{}")
+        exact_tests.write_corpus(tmp_path / "input", files=3, per_file=6)
+        s3_server.filesystem().put(f"{tmp_path / 'input'}/", f"{s3_bucket[5:]}/input/", recursive=True)
+        storage = {"storage_options": s3_server.storage_options()}
+        settings = {"input_filetype": "jsonl", "assign_id": False, "id_field": "doc_id", "perform_removal": True}
+        ExactDeduplicationWorkflow(f"{s3_bucket}/out", f"{s3_bucket}/input", read_kwargs=storage,
+                                   write_kwargs=storage, **settings, **self.runner(cluster, pool)).run()
+        exact_tests.exact(tmp_path, "local", **settings)
+
+        fs = s3_server.filesystem()
+        kept = [json.loads(line) for name in fs.find(f"{s3_bucket[5:]}/out/deduplicated")
+                for line in fs.cat(name).decode().splitlines()]
+        assert curator_helpers.canonical(kept) == curator_helpers.output_rows(tmp_path / "local" / "deduplicated")
+        with fs.open(f"{s3_bucket[5:]}/out/ExactDuplicateIds/part.0.parquet") as handle:
+            assert sorted(pd.read_parquet(handle)["doc_id"]) == exact_tests.removed(tmp_path / "local", "doc_id")
+        assert list(fs.find(f"{s3_bucket[5:]}/out/checkpoints")), "the checkpoints are on S3"
 
     @pytest.mark.parametrize("workflow", ["exact", "fuzzy"])
     def test_exact_and_fuzzy_dedup_killed_in_each_phase_resume_to_the_local_runners_ids(

@@ -112,7 +112,7 @@ class FsspecCheckpointStore(CheckpointStore):
             fs = self._fs()
             with fs.open(probe, "w") as handle:
                 handle.write("ok")
-            fs.rm(probe)
+            fs.rm_file(probe)  # one object: S3's DeleteObject, not the bulk DeleteObjects some servers refuse
         except Exception as error:  # each backend raises its own types
             raise PermissionError(
                 f"checkpoint folder {self.metadata_dir} is not writable ({error}); "

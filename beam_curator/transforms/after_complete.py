@@ -21,15 +21,17 @@ import apache_beam as beam
 from beam_curator.checkpoint import CheckpointStore
 from beam_curator.tasks import EmptyTask, Task
 from beam_curator.transforms.curator_stages import CuratorStages, PipelineDefinitionError
+from beam_curator.transforms.storage_settings import StorageSettings, apply_settings, driver_settings
 
 logger = logging.getLogger(__name__)
 
 
 def _root_if_complete(
-    _: None, pending: list[str], ended: object, store: CheckpointStore, name: str,
+    _: None, pending: list[str], ended: object, store: CheckpointStore, name: str, storage: StorageSettings,
 ) -> Iterator[Task]:
     """The root task of the next chain, if every ``pending`` partition is complete in ``store``
-    (``ended``, the finished chain's output, is only waited for)."""
+    (``ended``, the finished chain's output, is only waited for; ``storage``: the driver's fsspec settings)."""
+    apply_settings(storage)
     missing = set(pending) - store.completed()
     if missing:
         logger.warning(
@@ -57,5 +59,5 @@ class AfterComplete(beam.PTransform):
         ended = self.chain.ended | "Ended" >> beam.Map(lambda _: None)
         return start | "Start" >> beam.Create([None]) | "RootIfComplete" >> beam.FlatMap(
             _root_if_complete, beam.pvalue.AsList(self.chain.pending_keys), beam.pvalue.AsIter(ended),
-            self.chain.store, self.name,
+            self.chain.store, self.name, driver_settings(),
         )

@@ -135,6 +135,7 @@ def read_progress(folder: str) -> Snapshot:
     """Sum the files of every worker process (a file being replaced is skipped)."""
     fs, path = fsspec.core.url_to_fs(folder)
     snapshot = Snapshot()
+    fs.invalidate_cache(path)  # an object store's cached listing would hide the workers' files and their new sizes
     try:
         files = [name for name in fs.ls(path, detail=False)
                  if name.endswith(".json") and not name.rsplit("/", 1)[-1].startswith(".")]  # not a file being written
@@ -234,7 +235,7 @@ class ProgressWatcher:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self._follow(final=exc[0] is None)
+        self._follow_if_readable(final=exc[0] is None)
         if self._bar is not None:
             self._bar.close()
 
@@ -248,11 +249,22 @@ class ProgressWatcher:
 
     def _run(self) -> None:
         while not self._stop.wait(self.poll_s):
-            reported = self._follow()
+            reported = self._follow_if_readable()
+            if reported is None:
+                continue
             since = self._running_since
             late = self.start_timeout is not None and since is not None and time.monotonic() - since > self.start_timeout
             if late and not reported:
                 self.stalled = True
+
+    def _follow_if_readable(self, final: bool = False) -> bool | None:
+        """``_follow``, or None when the progress folder cannot be read now (an object store that stopped
+        answering): the bar must neither end the run nor hide the error the run itself then raises."""
+        try:
+            return self._follow(final)
+        except Exception as error:  # each filesystem raises its own types
+            logger.debug("progress not read this time: %s", error)
+            return None
 
     def _follow(self, final: bool = False) -> bool:
         """Update the bar of the current chain, first closing it (its totals

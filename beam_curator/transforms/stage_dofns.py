@@ -29,6 +29,7 @@ from beam_curator.stages.lineage import StepOutcome, derive, derive_batch, deriv
 from beam_curator.stages.resources import Resources
 from beam_curator.tasks import EmptyTask, Task
 from beam_curator.transforms.progress import ProgressRecorder
+from beam_curator.transforms.storage_settings import apply_settings, driver_settings
 
 logger = logging.getLogger(__name__)
 NAMESPACE = "beam_curator"
@@ -37,7 +38,8 @@ CREDITS = "credits"  # the tagged output of terminal tasks' credits under statef
 
 class Recording(beam.DoFn):
     """What every DoFn that returns credits to the checkpoint shares: the
-    store's writer flushed at bundle ends, the progress recorder, and the
+    driver's fsspec settings (``storage_settings``), the store's writer
+    flushed at bundle ends, the progress recorder, and the
     ``partitions_completed`` counter the run's summary reads."""
 
     def __init__(self, store: CheckpointStore | None = None, progress_folder: str | None = None) -> None:
@@ -45,8 +47,10 @@ class Recording(beam.DoFn):
         self.progress_folder = progress_folder
         self.progress: ProgressRecorder | None = None
         self.completed = Metrics.counter(NAMESPACE, "partitions_completed")
+        self.storage_settings = driver_settings()
 
     def setup(self) -> None:
+        apply_settings(self.storage_settings)
         if self.progress_folder:
             self.progress = ProgressRecorder.for_folder(self.progress_folder)
 

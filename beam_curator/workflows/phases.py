@@ -211,7 +211,7 @@ class PhaseBook:
         stale = [url for url in files_below(output) if relative_name(output, url) not in kept]
         for url in stale:
             fs, path = fsspec.core.url_to_fs(url)
-            fs.rm(path)
+            fs.rm_file(path)
         if stale:
             self.log.info("%s: removed %d file(s) of inputs that are gone, e.g. %s", name, len(stale), stale[0])
         rows = sum(record[2] or 0 for record in records)
