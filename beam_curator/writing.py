@@ -6,9 +6,8 @@ of space (``ENOSPC``, or ``EDQUOT`` past a quota) becomes an
 ``OutputWriteError`` naming the path and what to do, instead of an
 ``OSError`` that names no file (a full disk fails on whichever write comes
 next, often a checkpoint's, far from the output that filled it). Files are
-written by ``write_atomically``: a temporary sibling, flushed, closed and
-renamed, so no half-written file ever has a final name, and a partition's
-mark comes only after its files are renamed into place.
+written by ``write_atomically`` so that no half-written file ever has a final
+name, and a partition's mark comes only after its files are in place.
 """
 
 from __future__ import annotations
@@ -21,8 +20,13 @@ from typing import BinaryIO, Callable, Iterator
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
+from fsspec.spec import AbstractBufferedFile
 
 from beam_curator.errors import OutputWriteError
+
+# Object stores whose fsspec files upload on close: one PUT, or a multipart upload that only becomes an object
+# once completed. A rename there is a copy and a delete, so their files are written under the final name directly.
+_OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "abfss", "az", "adl"})
 
 _NO_SPACE = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded"}
 
@@ -76,28 +80,50 @@ def writing(path: str) -> Iterator[None]:
 
 
 def write_atomically(url: str, write: Callable[[BinaryIO], object]) -> int:
-    """Write through a temporary sibling, make it durable, then rename it to ``url``.
+    """Write ``url`` so that it exists whole or not at all; return its size in bytes.
 
-    A failed write removes its temporary file. A killed process can leave one
-    behind: it is a dotfile, which the readers skip, and the partition it
-    belonged to was never marked, so the next run writes the file again.
-    Returns the file's size in bytes.
+    On an object store the object appears only when its upload completes, so
+    it is written under its final name; a failed write aborts the upload
+    instead of completing it (fsspec completes uploads on close, even on an
+    error), and a killed process leaves no object, only an unfinished
+    multipart upload the store's lifecycle rules expire. Elsewhere the file is
+    written to a temporary sibling, made durable and renamed: a failed write
+    removes it, and one a killed process leaves behind is a dotfile, which the
+    readers skip. Either way the partition it belonged to was never marked, so
+    the next run writes the file again.
     """
     fs, final = fsspec.core.url_to_fs(url)
     folder, name = final.rsplit("/", 1)
-    temporary = f"{folder}/.tmp-{uuid.uuid4().hex}-{name}"
+    direct = bool(_OBJECT_STORES & set(_protocols(fs)))
+    target = final if direct else f"{folder}/.tmp-{uuid.uuid4().hex}-{name}"
     with writing(url):
         fs.makedirs(folder, exist_ok=True)
+        handle = fs.open(target, "wb")
         try:
-            with fs.open(temporary, "wb") as handle:
-                write(handle)
-                size = handle.tell()
-                if isinstance(fs, LocalFileSystem):
-                    handle.flush()
-                    os.fsync(handle.fileno())
+            write(handle)
+            size = handle.tell()
+            if isinstance(fs, LocalFileSystem):
+                handle.flush()
+                os.fsync(handle.fileno())
         except BaseException:
-            if fs.exists(temporary):
-                fs.rm(temporary)
+            _abandon(fs, handle, None if direct else target)
             raise
-        fs.mv(temporary, final)
+        handle.close()
+        if not direct:
+            fs.mv(target, final)
     return size
+
+
+def _protocols(fs: fsspec.AbstractFileSystem) -> tuple[str, ...]:
+    return (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+
+
+def _abandon(fs: fsspec.AbstractFileSystem, handle: BinaryIO, temporary: str | None) -> None:
+    """Leave nothing of a failed write: abort an upload, remove a temporary file."""
+    if isinstance(handle, AbstractBufferedFile):
+        handle.discard()  # aborts a started multipart upload; closing would complete it
+        handle.closed = True
+    else:
+        handle.close()
+    if temporary is not None and fs.exists(temporary):
+        fs.rm(temporary)

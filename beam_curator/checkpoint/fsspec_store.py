@@ -36,6 +36,7 @@ from beam_curator.checkpoint.store import (
     Snapshot,
     writer_name,
 )
+from beam_curator.object_stores import delete_tree
 from beam_curator.writing import writing
 
 def _empty() -> dict[str, Any]:
@@ -112,7 +113,7 @@ class FsspecCheckpointStore(CheckpointStore):
             fs = self._fs()
             with fs.open(probe, "w") as handle:
                 handle.write("ok")
-            fs.rm(probe)
+            fs.rm_file(probe)  # one object: S3's DeleteObject, not the bulk DeleteObjects some servers refuse
         except Exception as error:  # each backend raises its own types
             raise PermissionError(
                 f"checkpoint folder {self.metadata_dir} is not writable ({error}); "
@@ -161,4 +162,4 @@ class FsspecCheckpointStore(CheckpointStore):
         registry.discard(self.metadata_dir)
         fs = self._fs()
         if fs.exists(self.metadata_dir):
-            fs.rm(self.metadata_dir, recursive=True)
+            delete_tree(fs, self.metadata_dir)

@@ -29,6 +29,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from beam_curator.checkpoint import open_store, registry
+from beam_curator.object_stores import delete_tree
 from beam_curator.checkpoint.files import check_files, describe_files, join, relative_name
 from beam_curator.pipeline import Pipeline, RunSummary, run_in_order
 from beam_curator.stages import ProcessingStage
@@ -53,7 +54,7 @@ def remove_tree(url: str) -> None:
     fs, path = fsspec.core.url_to_fs(url)
     registry.close_below(os.path.abspath(url) if isinstance(fs, LocalFileSystem) else url)
     if fs.exists(path):
-        fs.rm(path, recursive=True)
+        delete_tree(fs, path)
 
 
 def files_below(url: str) -> list[str]:
@@ -211,7 +212,7 @@ class PhaseBook:
         stale = [url for url in files_below(output) if relative_name(output, url) not in kept]
         for url in stale:
             fs, path = fsspec.core.url_to_fs(url)
-            fs.rm(path)
+            fs.rm_file(path)
         if stale:
             self.log.info("%s: removed %d file(s) of inputs that are gone, e.g. %s", name, len(stale), stale[0])
         rows = sum(record[2] or 0 for record in records)

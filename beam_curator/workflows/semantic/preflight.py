@@ -38,7 +38,7 @@ def check_writable_folders(folders: dict[str, str]) -> None:
             fs.makedirs(path, exist_ok=True)
             with fs.open(probe, "wb") as handle:
                 handle.write(b"ok")
-            fs.rm(probe)
+            fs.rm_file(probe)  # one object: DeleteObject, not the bulk DeleteObjects some S3 servers refuse
         except OSError as error:
             raise CuratorInputError(
                 f"{parameter} {url!r} is not writable ({error}); fix its permissions or choose another path"
