@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,11 +17,13 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
-from curator_helpers import canonical, write_corpus  # noqa: E402
+from curator_helpers import SCRIPTS_DIR, canonical, resume_pipeline, scripts_pythonpath, write_corpus  # noqa: E402
 
 from beam_curator import Pipeline  # noqa: E402
+from beam_curator.checkpoint import shard_manifest  # noqa: E402
+from beam_curator.cli.main import main  # noqa: E402
 from beam_curator.data import sample_corpus_path  # noqa: E402
-from beam_curator.stages.io import JsonlReader, JsonlWriter  # noqa: E402
+from beam_curator.stages.io import CuratorInputError, JsonlReader, JsonlWriter  # noqa: E402
 from beam_curator.workflows import (  # noqa: E402
     ExactDeduplicationWorkflow,
     FuzzyDeduplicationWorkflow,
@@ -149,3 +152,67 @@ def test_semantic_dedup_with_environment_credentials(s3_environment, s3_bucket: 
     assert len(duplicates) >= 3 and duplicates == parquet_ids(local, str(tmp_path / "out" / "duplicates"), "id")
     kept = jsonl_rows(s3, f"{s3_bucket}/out/deduplicated")
     assert kept and kept == jsonl_rows(local, str(tmp_path / "out" / "deduplicated"))
+
+
+def test_job_array_shards_share_a_checkpoint_on_s3(s3_environment, s3_bucket: str, tmp_path: Path) -> None:
+    """Three shards started at once, as a Slurm array would, each its own process with the environment's credentials."""
+    corpus = write_corpus(tmp_path / "in", 6)
+    resume_pipeline(str(corpus), str(tmp_path / "reference"), str(tmp_path / "reference.log"), 0).run(progress=False)
+    source, checkpoint = upload(s3_environment, corpus, f"{s3_bucket}/in"), f"{s3_bucket}/ckpt"
+    shards = [subprocess.Popen(
+        [sys.executable, str(SCRIPTS_DIR / "resume_pipeline.py"), source, f"{s3_bucket}/out", checkpoint,
+         "--log", str(tmp_path / f"shard-{index}.log"), "--shard", f"{index}/3"],
+        env={**os.environ, "PYTHONPATH": scripts_pythonpath()}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True) for index in range(3)]
+    completed = 0
+    for shard in shards:
+        out, err = shard.communicate(timeout=300)
+        assert shard.returncode == 0, err[-3000:]
+        completed += json.loads(out.strip().splitlines()[-1])["completed"]
+    assert completed == 6
+    assert shard_manifest(checkpoint, JsonlReader(source), 3).complete
+    fs = s3_environment.filesystem()
+    assert jsonl_rows(fs, f"{s3_bucket}/out") == jsonl_rows(fsspec.filesystem("file"), str(tmp_path / "reference"))
+
+
+def test_the_command_takes_credentials_from_the_environment(s3_environment, s3_bucket: str, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture) -> None:
+    corpus = tiny_corpus(tmp_path / "in")
+    source = upload(s3_environment, corpus, f"{s3_bucket}/in")
+    for input_path, output in ((str(corpus), str(tmp_path / "out")), (source, f"{s3_bucket}/out")):
+        assert main(["exact", "--input", input_path, "--output", output, "--id-field", "doc_id"]) == 0
+        assert "removed          3" in capsys.readouterr().out
+    fs = s3_environment.filesystem()
+    assert jsonl_rows(fs, f"{s3_bucket}/out/deduplicated") == \
+        jsonl_rows(fsspec.filesystem("file"), str(tmp_path / "out" / "deduplicated"))
+
+
+def run_command(arguments: list[str], environment: dict[str, str]) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """``beam-curator`` in a process of its own; also which model libraries it imported."""
+    script = ("import sys; from beam_curator.cli.main import main; code = main(sys.argv[1:]); "
+              "print([name for name in ('torch', 'sentence_transformers') if name in sys.modules]); sys.exit(code)")
+    done = subprocess.run([sys.executable, "-c", script, *arguments], env={**os.environ, **environment},
+                          capture_output=True, text=True, timeout=300)
+    return done, json.loads(done.stdout.strip().splitlines()[-1].replace("'", '"'))
+
+
+def test_a_missing_bucket_or_refused_credentials_stop_the_run_before_any_work(
+        s3_server, s3_bucket: str, tmp_path: Path) -> None:
+    bucket = s3_bucket.removeprefix("s3://")
+    command = ["semdedup", "--input", "s3://no-such-bucket/in", "--output", f"{s3_bucket}/out"]
+    missing, imported = run_command(command, s3_server.environment())
+    assert missing.returncode == 2 and imported == []
+    assert missing.stderr.strip() == (f"error: input_path 's3://no-such-bucket/in': bucket 'no-such-bucket' does not "
+                                      f"exist at {s3_server.endpoint}; create it or correct the path")
+    command = ["exact", "--input", f"{s3_bucket}/in", "--output", f"{s3_bucket}/out"]
+    refused, _ = run_command(command, {**s3_server.environment(), "AWS_SECRET_ACCESS_KEY": "not-the-secret"})
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert f"{s3_server.endpoint} refused access to bucket {bucket!r}" in refused.stderr
+    assert "AWS_SECRET_ACCESS_KEY" in refused.stderr and "not-the-secret" not in refused.stderr
+
+    fsspec.config.conf["s3"] = s3_server.storage_options()  # fsspec's own defaults: storage_options for a Pipeline
+    pipeline = copy_pipeline(upload(s3_server, write_corpus(tmp_path / "in", 1), f"{s3_bucket}/in"),
+                             "s3://no-such-bucket/out")
+    with pytest.raises(CuratorInputError, match=f"JsonlWriter.*'no-such-bucket' does not exist at {s3_server.endpoint}"):
+        pipeline.run(f"{s3_bucket}/ckpt", progress=False)
+    assert not s3_server.filesystem().find(f"{s3_bucket}/ckpt"), "the run started"
