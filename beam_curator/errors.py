@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import re
 from typing import Iterator
+from urllib.parse import urlsplit
 
 
 class CuratorError(Exception):
@@ -30,6 +31,12 @@ class OutputWriteError(CuratorError, OSError):
     finishes the work (see ``beam_curator.writing``)."""
 
 
+class ObjectStoreUnreachableError(CuratorError, ConnectionError):
+    """The object store (an S3 endpoint) stopped answering: refused, closed or
+    timed out after the client's own retries. Whatever was not written whole
+    was not marked done, so rerunning once the store is back resumes the run."""
+
+
 class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C (SIGINT) ended a run; the message says what is kept and how to go on.
 
@@ -40,6 +47,10 @@ class RunInterrupted(KeyboardInterrupt):
 
 # How a Python traceback names an exception of the package: `beam_curator.module.Class: message`.
 _NAMED = re.compile(r"^(beam_curator(?:\.\w+)*)\.(\w+): (.+)$", re.MULTILINE)
+# How botocore's connection errors name the request that failed, raised here or printed in a worker's traceback:
+# 'Could not connect to the endpoint URL: "http://host:port/bucket/key?..."' (and 'Read timeout on', 'Connect
+# timeout on', 'Connection was closed before we received a valid response from' the same).
+_UNREACHABLE = re.compile(r"(\w[^:\n]*?) (?:the )?endpoint URL: \"([^\"]+)\"")
 # What Beam appends each time a stage's error passes through a step, possibly more than once.
 _STEP_NOTE = re.compile(r"(?: \[while running '[^']*'\])+$")
 
@@ -81,6 +92,22 @@ def user_error_in(error: BaseException) -> CuratorError | None:
             found = _rebuilt(kind, message)
             if found is not None:
                 return found
+    return unreachable_store_in(error)
+
+
+def unreachable_store_in(error: BaseException) -> ObjectStoreUnreachableError | None:
+    """An ``ObjectStoreUnreachableError`` naming the endpoint, when ``error``
+    is or wraps (as text, from a worker) a connection failure of the S3 client."""
+    for link in _chain(error):
+        found = _UNREACHABLE.search(str(link))
+        if found is not None:
+            what, url = found.groups()
+            parts = urlsplit(url)
+            return ObjectStoreUnreachableError(
+                f"cannot reach the object store at {parts.scheme}://{parts.netloc} (for {parts.path or '/'}): "
+                f"{what.lower()} the endpoint; check that it is up and reachable from every worker, then rerun "
+                "the same command (finished partitions are kept)"
+            )
     return None
 
 

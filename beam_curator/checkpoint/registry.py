@@ -10,6 +10,7 @@ and writers are flushed and closed when a process ends normally.
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import threading
 from typing import Callable, Protocol, TypeVar
@@ -20,6 +21,8 @@ class Writer(Protocol):
 
     def flush(self) -> None: ...
 
+
+logger = logging.getLogger(__name__)
 
 W = TypeVar("W", bound=Writer)
 _writers: dict[str, Writer] = {}
@@ -72,5 +75,15 @@ def _close(keys: list[str]) -> None:
 
 @atexit.register
 def close_all() -> None:
-    """Flush every writer of this process and release its files."""
-    _close(list(_writers))
+    """Flush every writer of this process and release its files.
+
+    A process ending after an error may find its checkpoint unwritable (an
+    object store that went away): its last marks are then lost, which only
+    replays their partitions, and a warning says so instead of a traceback
+    after the error that ended the run."""
+    for key in list(_writers):
+        try:
+            _close([key])
+        except Exception as error:  # each backend raises its own types
+            logger.warning("the last completion marks for %s were not saved (%s): their partitions run again "
+                           "on the next run", key, type(error).__name__)

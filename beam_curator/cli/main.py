@@ -21,7 +21,7 @@ from beam_curator.cli.flags import EXAMPLES, CommandParser, HelpFormatter, add_l
 from beam_curator.cli.fuzzy import add_fuzzy
 from beam_curator.cli.job_server import add_job_server
 from beam_curator.cli.semdedup import add_semdedup
-from beam_curator.errors import CuratorError, CuratorSettingsError
+from beam_curator.errors import CuratorError, CuratorSettingsError, user_error_in
 from beam_curator.logs import configure_logging
 
 
@@ -62,10 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     handler: Callable[[argparse.Namespace, list[str]], int] = args.handler
     try:
         return handler(args, beam_args)
-    except CuratorError as error:  # the message says what to do; no traceback
-        if args.verbose:
+    except Exception as error:  # the package's errors, also when a library raised them: their message says what to do
+        found = error if isinstance(error, CuratorError) else user_error_in(error)
+        if found is None or args.verbose:
             raise
-        message = with_flag_names(str(error), args.parser) if isinstance(error, CuratorSettingsError) else str(error)
+        message = with_flag_names(str(found), args.parser) if isinstance(found, CuratorSettingsError) else str(found)
         print(f"error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as error:  # one line, 130, and no native abort from threads left running

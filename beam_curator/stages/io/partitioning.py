@@ -54,11 +54,14 @@ def _other_kinds(fs: fsspec.AbstractFileSystem, root: str) -> str:
 
 def list_files(file_paths: str | list[str], extensions: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     """Sorted URLs of a folder, a glob or a list of either, with their fsspec
-    ``info`` (size, modification time) taken from the listing itself."""
+    ``info`` (size, modification time) taken from a fresh listing."""
     patterns = [file_paths] if isinstance(file_paths, str) else list(file_paths)
     found: dict[str, dict[str, Any]] = {}
     for pattern in patterns:
         fs, root = fsspec.core.url_to_fs(pattern)
+        # fsspec shares one filesystem per set of options in a process, with its cached listings: a rerun in the
+        # same process must see the objects added or removed since, on an object store as on a local disk.
+        fs.invalidate_cache()
         if fs.isdir(root):
             matches = {p: i for p, i in fs.find(root, detail=True).items() if p.endswith(extensions)}
             base = root.rstrip("/") + "/"
