@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import fsspec
@@ -17,6 +19,7 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
+from s3_server import SECRET_KEY  # noqa: E402
 from curator_helpers import SCRIPTS_DIR, canonical, resume_pipeline, scripts_pythonpath, write_corpus  # noqa: E402
 
 from beam_curator import Pipeline  # noqa: E402
@@ -216,3 +219,45 @@ def test_a_missing_bucket_or_refused_credentials_stop_the_run_before_any_work(
     with pytest.raises(CuratorInputError, match=f"JsonlWriter.*'no-such-bucket' does not exist at {s3_server.endpoint}"):
         pipeline.run(f"{s3_bucket}/ckpt", progress=False)
     assert not s3_server.filesystem().find(f"{s3_bucket}/ckpt"), "the run started"
+
+
+def files_holding(secret: str, *folders: Path) -> list[str]:
+    """The files below ``folders`` whose bytes hold ``secret``."""
+    return [str(path) for folder in folders for path in folder.rglob("*")
+            if path.is_file() and secret.encode() in path.read_bytes()]
+
+
+def test_credentials_are_in_no_log_error_summary_or_written_file(s3_server, s3_bucket: str, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 caplog: pytest.LogCaptureFixture,
+                                                                 capsys: pytest.CaptureFixture) -> None:
+    """A workflow given ``storage_options``, then the command given the environment's
+    credentials, and a run refused for a missing bucket: the secret is nowhere they wrote."""
+    caplog.set_level(logging.DEBUG, logger="beam_curator")
+    temporary = set(Path(tempfile.gettempdir()).iterdir())
+    source = upload(s3_server, tiny_corpus(tmp_path / "in"), f"{s3_bucket}/in")
+
+    def fuzzy(**kwargs: object) -> dict:
+        return FuzzyDeduplicationWorkflow(
+            f"{s3_bucket}/fuzzy-cache", f"{s3_bucket}/fuzzy", source, input_filetype="jsonl", id_field="doc_id",
+            char_ngrams=5, num_bands=10, minhashes_per_band=2, perform_removal=True, **kwargs,
+        ).run().metadata
+
+    options = {"storage_options": s3_server.storage_options()}
+    print(fuzzy(read_kwargs=options, cache_kwargs=options, write_kwargs=options))  # a summary, searched below
+    monkeypatch.setattr(fsspec.config, "conf", {})
+    monkeypatch.delenv("FSSPEC_S3")
+    for name, value in s3_server.environment().items():
+        monkeypatch.setenv(name, value)
+    assert fuzzy()["phases_run"] == [], "credentials given another way are no reason to run again"
+    assert main(["-v", "exact", "--input", source, "--output", f"{s3_bucket}/exact", "--id-field", "doc_id"]) == 0
+    assert main(["exact", "--input", source, "--output", "s3://no-such-bucket/exact", "--id-field", "doc_id"]) == 2
+
+    printed = capsys.readouterr()
+    assert "removed          3" in printed.out and "no-such-bucket" in printed.err
+    assert SECRET_KEY not in printed.out + printed.err
+    logged = [record.getMessage() + (record.exc_text or "") for record in caplog.records]
+    assert logged and not [message for message in logged if SECRET_KEY in message]
+    written = [tmp_path, s3_server.root / "data", *(set(Path(tempfile.gettempdir()).iterdir()) - temporary)]
+    assert s3_server.filesystem().find(f"{s3_bucket}/fuzzy-cache/checkpoints"), "checkpoints to search"
+    assert files_holding(SECRET_KEY, *written) == []
