@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
+
 import fsspec
 
 from beam_curator.stages.io.errors import CuratorInputError
