@@ -157,7 +157,8 @@ def test_semantic_dedup_with_environment_credentials(s3_environment, s3_bucket: 
     assert kept and kept == jsonl_rows(local, str(tmp_path / "out" / "deduplicated"))
 
 
-def test_job_array_shards_share_a_checkpoint_on_s3(s3_environment, s3_bucket: str, tmp_path: Path) -> None:
+def test_job_array_shards_share_a_checkpoint_on_s3(s3_environment, s3_bucket: str, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture) -> None:
     """Three shards started at once, as a Slurm array would, each its own process with the environment's credentials."""
     corpus = write_corpus(tmp_path / "in", 6)
     resume_pipeline(str(corpus), str(tmp_path / "reference"), str(tmp_path / "reference.log"), 0).run(progress=False)
@@ -174,6 +175,8 @@ def test_job_array_shards_share_a_checkpoint_on_s3(s3_environment, s3_bucket: st
         completed += json.loads(out.strip().splitlines()[-1])["completed"]
     assert completed == 6
     assert shard_manifest(checkpoint, JsonlReader(source), 3).complete
+    assert main(["checkpoint", "shards", checkpoint, "--count", "3", "--input", source]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "resubmit: none"
     fs = s3_environment.filesystem()
     assert jsonl_rows(fs, f"{s3_bucket}/out") == jsonl_rows(fsspec.filesystem("file"), str(tmp_path / "reference"))
 
