@@ -36,6 +36,7 @@ from beam_curator.checkpoint.store import (
     Snapshot,
     writer_name,
 )
+from beam_curator.object_stores import delete_tree
 from beam_curator.writing import writing
 
 def _empty() -> dict[str, Any]:
@@ -161,4 +162,4 @@ class FsspecCheckpointStore(CheckpointStore):
         registry.discard(self.metadata_dir)
         fs = self._fs()
         if fs.exists(self.metadata_dir):
-            fs.rm(self.metadata_dir, recursive=True)
+            delete_tree(fs, self.metadata_dir)

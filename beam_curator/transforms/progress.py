@@ -34,6 +34,7 @@ from typing import IO, Any
 
 import fsspec
 
+from beam_curator.object_stores import delete_tree
 from beam_curator.writing import write_atomically
 
 logger = logging.getLogger(__name__)
@@ -163,7 +164,7 @@ def forget_progress(folder: str) -> None:
     """Remove a finished run's progress files (best effort, like recording them)."""
     fs, path = fsspec.core.url_to_fs(folder)
     try:
-        fs.rm(path, recursive=True)
+        delete_tree(fs, path)
     except OSError as error:
         logger.debug("could not remove progress folder %s: %s", folder, error)
 

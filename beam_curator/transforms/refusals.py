@@ -16,7 +16,7 @@ import logging
 from beam_curator.checkpoint import CheckpointStore
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.base import describe_stages, pipeline_changes
-from beam_curator.stages.io.overlap import check_no_overlap
+from beam_curator.stages.io.overlap import check_paths
 from beam_curator.stages.io.partitioning import FilePartitioningStage
 from beam_curator.stages.io.writer import FileWriterStage
 
@@ -43,12 +43,12 @@ def check_changed_pipeline(changed_pipeline: str | None) -> str | None:
 
 
 def check_paths_apart(stages: list[ProcessingStage], checkpoint_path: str | None) -> None:
-    """The (flattened) stages' writers and the checkpoint lie outside what their readers read
-    (see ``check_no_overlap``)."""
+    """The (flattened) stages' buckets answer, and their writers and the checkpoint lie outside
+    what their readers read (see ``check_paths``)."""
     reads = {"file_paths" if index == 0 else f"file_paths of reader {index + 1}": stage.file_paths
              for index, stage in enumerate(s for s in stages if isinstance(s, FilePartitioningStage))}
     writes = {f"{type(stage).__name__} path": stage.path for stage in stages if isinstance(stage, FileWriterStage)}
-    check_no_overlap(reads, {**writes, "checkpoint_path": checkpoint_path})
+    check_paths(reads, {**writes, "checkpoint_path": checkpoint_path})
 
 
 def check_same_pipeline(name: str, stages: list[ProcessingStage], store: CheckpointStore, keep: bool) -> None:

@@ -29,6 +29,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from beam_curator.checkpoint import open_store, registry
+from beam_curator.object_stores import delete_tree
 from beam_curator.checkpoint.files import check_files, describe_files, join, relative_name
 from beam_curator.pipeline import Pipeline, RunSummary, run_in_order
 from beam_curator.stages import ProcessingStage
@@ -53,7 +54,7 @@ def remove_tree(url: str) -> None:
     fs, path = fsspec.core.url_to_fs(url)
     registry.close_below(os.path.abspath(url) if isinstance(fs, LocalFileSystem) else url)
     if fs.exists(path):
-        fs.rm(path, recursive=True)
+        delete_tree(fs, path)
 
 
 def files_below(url: str) -> list[str]:

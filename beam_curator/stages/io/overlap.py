@@ -1,4 +1,6 @@
-"""Outputs that land among inputs, refused before any work.
+"""An entry point's paths, checked before any work: buckets that are missing
+or refuse the credentials (``beam_curator.object_stores``), and outputs that
+land among inputs.
 
 An output, cache or checkpoint folder inside an input folder is read back as
 input by the next run; an input inside an output folder is overwritten or
@@ -15,6 +17,7 @@ import posixpath
 
 import fsspec
 
+from beam_curator.object_stores import check_object_stores
 from beam_curator.stages.io.errors import CuratorInputError
 
 _GLOB = ("*", "?", "[")
@@ -61,3 +64,10 @@ def check_no_overlap(inputs: dict[str, str | list[str]], outputs: dict[str, str 
                     f"{'read its own output back as input' if how != 'contains' else 'write over its own input'}. "
                     f"Choose a {output_name} outside the input (a sibling folder, for example)"
                 )
+
+
+def check_paths(inputs: dict[str, str | list[str]], outputs: dict[str, str | None]) -> None:
+    """Every entry point's first check of its paths (``{parameter: url}``): each bucket
+    answers with the credentials given, then no output lies among the inputs."""
+    check_object_stores({**inputs, **outputs})
+    check_no_overlap(inputs, outputs)

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from beam_curator.run_lock import run_lock
 from beam_curator.stages.io.errors import CuratorInputError
-from beam_curator.stages.io.overlap import check_no_overlap
+from beam_curator.stages.io.overlap import check_paths
 from beam_curator.stages.io.partitioning import expand_paths
 from beam_curator.workflows.phases import remove_tree
 from beam_curator.workflows.semantic.layout import parquet_metadata
@@ -165,7 +165,7 @@ def checked_text_input(
     run failing a check creates or clears nothing), then ``folders`` held
     against other runs (``wait``: until they are free) and, with
     ``clear_output``, emptied, as NeMo Curator always starts."""
-    check_no_overlap({"input_path": input_path}, folders)
+    check_paths({"input_path": input_path}, folders)
     paths = expand_paths(input_path, extensions)
     check_input_files(paths, filetype, text_field, id_field, on_bad_record)
     check_enough_records(input_path, paths, filetype, records_needed)

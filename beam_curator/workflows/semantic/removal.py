@@ -15,7 +15,7 @@ from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io import JsonlReader, JsonlWriter, ParquetReader, ParquetWriter
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.fingerprint import check_mode
-from beam_curator.stages.io.overlap import check_no_overlap
+from beam_curator.stages.io.overlap import check_paths
 from beam_curator.run_lock import run_lock
 from beam_curator.stages.io.partitioning import expand_paths
 from beam_curator.tasks import DocumentBatch
@@ -237,7 +237,7 @@ class TextDuplicatesRemovalWorkflow:
         (["removal"], or [] when an earlier run's output was still in place)."""
         started = time.monotonic()
         folders = {"output_path": self.output_path, "cache_path": self.cache_path}
-        check_no_overlap({"input_path": self.input_path}, folders)
+        check_paths({"input_path": self.input_path}, folders)
         with run_lock(folders, wait=self.wait):
             details = self._remove()
         return {

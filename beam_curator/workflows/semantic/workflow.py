@@ -16,7 +16,7 @@ import numpy as np
 
 from beam_curator.dedup.semantic.ranking import RankingStrategy
 from beam_curator.stages.io import ParquetReader
-from beam_curator.stages.io.overlap import check_no_overlap
+from beam_curator.stages.io.overlap import check_paths
 from beam_curator.run_lock import run_lock
 from beam_curator.writing import write_atomically
 from beam_curator.workflows.phases import BeamSettings, PhaseBook, digest, files_below, remove_tree
@@ -199,7 +199,7 @@ class SemanticDeduplicationWorkflow:
     def run(self) -> WorkflowResult:
         started = time.monotonic()
         folders = {"output_path": self.layout.output_path, "cache_path": self.layout.cache_path}
-        check_no_overlap({"input_path": self.input_path}, folders)
+        check_paths({"input_path": self.input_path}, folders)
         check_writable_folders(folders)
         with run_lock(folders, wait=self.wait):
             if self.clear_output:  # start afresh, as NeMo Curator always does
