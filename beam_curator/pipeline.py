@@ -19,7 +19,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from beam_curator.checkpoint import open_store
 from beam_curator.errors import RunInterrupted, interrupted, user_error_in
 from beam_curator.logs import progress_shown, silence_library_noise, verbose
-from beam_curator.run_progress import progress_folder, progress_view, start_timeout_for, wait_watched, watching
+from beam_curator.run_progress import progress_folders, progress_view, start_timeout_for, wait_watched, watching
 from beam_curator.run_summary import RunSummary, summary_from_metrics
 from beam_curator.run_without_metrics import run_without_metrics
 from beam_curator.runners import pipeline_options
@@ -172,37 +172,26 @@ def _run_steps(
     runner_settings: dict[str, object],
 ) -> list[RunSummary]:
     shown = progress_shown() if progress is None else progress
-    if is_dask(options):
-        check_completion(completion, "dask")  # chosen by beam_args
-        for pipeline, checkpoint in steps:  # each step runs as a pipeline of its own: refuse before the first
-            CuratorStages(pipeline.stages, checkpoint, map_size=map_size,
-                          changed_pipeline=changed_pipeline).refuse(pipeline.name)
-        summaries: list[RunSummary] = []
-        for pipeline, checkpoint in steps:
-            if summaries and not summaries[-1].complete:
-                summaries.append(RunSummary(started=False))
-                continue
-            summaries.append(run_without_metrics(pipeline.name, pipeline.stages, checkpoint, options, shown,
-                                                 map_size, completion, changed_pipeline))
-            logger.debug("pipeline %s finished: %s", pipeline.name, summaries[-1])
-        return summaries
-    folders = [progress_folder(checkpoint) for _, checkpoint in steps]
-    started = time.monotonic()
-    beam_pipeline = beam.Pipeline(options=options)
-    views, previous = [], None
-    for (pipeline, checkpoint), folder in zip(steps, folders):
-        transform = CuratorStages(pipeline.stages, checkpoint, map_size=map_size, progress_folder=folder,
-                                  completion=completion, changed_pipeline=changed_pipeline)
-        start = beam_pipeline if previous is None else (
-            beam_pipeline | f"{pipeline.name}-waits" >> AfterComplete(previous, pipeline.name)
-        )
-        _ = start | pipeline.name >> transform
-        views.append(progress_view(pipeline.name, transform, folder))
-        previous = transform
-    start_timeout = start_timeout_for(runner_settings, steps[0][1], worker_start_timeout)
-    with watching(views, folders, shown, start_timeout) as watcher:
-        result = beam_pipeline.run()
-        wait_watched(result, watcher, runner_settings)
+    with progress_folders([checkpoint for _, checkpoint in steps]) as folders:
+        if is_dask(options):
+            check_completion(completion, "dask")  # chosen by beam_args
+            return _run_on_dask(steps, folders, options, shown, map_size, completion, changed_pipeline)
+        started = time.monotonic()
+        beam_pipeline = beam.Pipeline(options=options)
+        views, previous = [], None
+        for (pipeline, checkpoint), folder in zip(steps, folders):
+            transform = CuratorStages(pipeline.stages, checkpoint, map_size=map_size, progress_folder=folder,
+                                      completion=completion, changed_pipeline=changed_pipeline)
+            start = beam_pipeline if previous is None else (
+                beam_pipeline | f"{pipeline.name}-waits" >> AfterComplete(previous, pipeline.name)
+            )
+            _ = start | pipeline.name >> transform
+            views.append(progress_view(pipeline.name, transform, folder))
+            previous = transform
+        start_timeout = start_timeout_for(runner_settings, steps[0][1], worker_start_timeout)
+        with watching(views, shown, start_timeout) as watcher:
+            result = beam_pipeline.run()
+            wait_watched(result, watcher, runner_settings)
     seconds = time.monotonic() - started
     summaries = []
     for pipeline, _ in steps:
@@ -210,5 +199,27 @@ def _run_steps(
             summaries.append(RunSummary(started=False, seconds=seconds))
             continue
         summaries.append(summary_from_metrics(result, pipeline.name, seconds))
+        logger.debug("pipeline %s finished: %s", pipeline.name, summaries[-1])
+    return summaries
+
+
+def _run_on_dask(
+    steps: list[tuple[Pipeline, str | None]], folders: list[str], options: PipelineOptions, shown: bool,
+    map_size: int, completion: str, changed_pipeline: str | None,
+) -> list[RunSummary]:
+    """Each step as a Beam pipeline of its own, one after another (see
+    ``run_in_order``); every step's refusals are made before the first runs,
+    so that a later step's refusal costs no earlier step's work."""
+    transforms = [CuratorStages(pipeline.stages, checkpoint, map_size=map_size, progress_folder=folder,
+                                list_in_driver=True, completion=completion, changed_pipeline=changed_pipeline)
+                  for (pipeline, checkpoint), folder in zip(steps, folders)]
+    for (pipeline, _), transform in zip(steps, transforms):
+        transform.refuse(pipeline.name)
+    summaries: list[RunSummary] = []
+    for (pipeline, _), transform, folder in zip(steps, transforms, folders):
+        if summaries and not summaries[-1].complete:
+            summaries.append(RunSummary(started=False))
+            continue
+        summaries.append(run_without_metrics(pipeline.name, transform, folder, options, shown))
         logger.debug("pipeline %s finished: %s", pipeline.name, summaries[-1])
     return summaries

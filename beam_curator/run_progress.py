@@ -4,7 +4,7 @@ never start.
 
 Workers write their totals under a progress folder per chain
 (``transforms.progress``); the driver polls those folders while it waits and
-removes them once the run ends.
+removes them once the run ends or is refused.
 """
 
 from __future__ import annotations
@@ -34,11 +34,25 @@ logger = logging.getLogger(__name__)
 _NOT_YET_RUNNING = (PipelineState.STOPPED, PipelineState.STARTING, PipelineState.PENDING, PipelineState.UNKNOWN)
 
 
-def progress_folder(checkpoint: str | None) -> str:
+def _progress_folder(checkpoint: str | None) -> str:
     """Where a run's workers record their progress: in the checkpoint folder (which workers elsewhere can reach) if any."""
     if checkpoint:
         return f"{checkpoint.rstrip('/')}/{PROGRESS_DIR}/{uuid.uuid4().hex[:12]}"
     return tempfile.mkdtemp(prefix="beam-curator-progress-")
+
+
+@contextmanager
+def progress_folders(checkpoints: list[str | None]) -> Iterator[list[str]]:
+    """A progress folder per chain, one per checkpoint path, removed when the
+    context ends however it ends: after the run, and after a refusal while
+    the pipeline is built (a chain without a checkpoint has a temporary
+    folder, which would otherwise be left behind)."""
+    folders = [_progress_folder(checkpoint) for checkpoint in checkpoints]
+    try:
+        yield folders
+    finally:
+        for folder in folders:
+            forget_progress(folder)
 
 
 def progress_view(name: str, transform: CuratorStages, folder: str) -> ProgressView:
@@ -62,16 +76,10 @@ def start_timeout_for(runner_settings: Mapping[str, object], first_checkpoint: s
 
 
 @contextmanager
-def watching(views: list[ProgressView], folders: list[str], shown: bool,
-             start_timeout: float | None = None) -> Iterator[ProgressWatcher]:
-    """A watcher drawing the views' bar (log lines print above it) while the
-    body runs; the progress folders are removed afterwards, however it ends."""
-    try:
-        with ProgressWatcher(views, shown, start_timeout=start_timeout) as watcher, watcher.logging_redirected():
-            yield watcher
-    finally:
-        for folder in folders:
-            forget_progress(folder)
+def watching(views: list[ProgressView], shown: bool, start_timeout: float | None = None) -> Iterator[ProgressWatcher]:
+    """A watcher drawing the views' bar (log lines print above it) while the body runs."""
+    with ProgressWatcher(views, shown, start_timeout=start_timeout) as watcher, watcher.logging_redirected():
+        yield watcher
 
 
 def wait_watched(result: PipelineResult, watcher: ProgressWatcher, runner_settings: Mapping[str, object]) -> None:

@@ -15,26 +15,21 @@ import time
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_curator.run_progress import progress_folder, progress_view, watching
+from beam_curator.run_progress import progress_view, watching
 from beam_curator.run_summary import RunSummary
 from beam_curator.runners.dask import run_on_dask
-from beam_curator.stages import ProcessingStage
 from beam_curator.stages.lineage import source_key
 from beam_curator.transforms import CuratorStages
 
 
-def run_without_metrics(
-    name: str, stages: list[ProcessingStage], checkpoint: str | None, options: PipelineOptions, shown: bool,
-    map_size: int, completion: str, changed_pipeline: str | None,
-) -> RunSummary:
-    """Run ``stages`` as the chain ``name`` on Dask and count its summary in
-    the driver. Nothing pending: nothing to start."""
+def run_without_metrics(name: str, transform: CuratorStages, folder: str, options: PipelineOptions,
+                        shown: bool) -> RunSummary:
+    """Run ``transform`` (built with ``list_in_driver``, its workers recording
+    progress in ``folder``) as the chain ``name`` on Dask and count its
+    summary in the driver. Nothing pending: nothing to start."""
     beam_pipeline = beam.Pipeline(options=options)
-    folder = progress_folder(checkpoint)
-    transform = CuratorStages(stages, checkpoint, map_size=map_size, progress_folder=folder,
-                              list_in_driver=True, completion=completion, changed_pipeline=changed_pipeline)
     _ = beam_pipeline | name >> transform
-    with watching([progress_view(name, transform, folder)], [folder], shown):
+    with watching([progress_view(name, transform, folder)], shown):
         started = time.monotonic()
         listing, store = transform.listing, transform.store
         if listing.pending:

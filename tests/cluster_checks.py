@@ -166,6 +166,10 @@ class ClusterChecks:
     engine: str
     package: str  # the Python package the standalone cluster is started from
     embedded: dict  # runner settings of the job server's embedded cluster
+    # Whether the exact and fuzzy check kills a run in every phase in turn (True) or once, in the last
+    # phase (False: every phase before it completes on the engine, the rerun finishes there); how the engine
+    # takes a kill is checked by the interruption tests on every engine.
+    kills_every_phase = True
 
     # ---- engine-specific steps ----------------------------------------------------------------------
 
@@ -382,17 +386,18 @@ class ClusterChecks:
         assert list(fs.find(f"{s3_bucket[5:]}/out/checkpoints")), "the checkpoints are on S3"
 
     @pytest.mark.parametrize("workflow", ["exact", "fuzzy"])
-    def test_exact_and_fuzzy_dedup_killed_in_each_phase_resume_to_the_local_runners_ids(
+    def test_exact_and_fuzzy_dedup_killed_on_the_engine_resume_to_the_local_runners_ids(
         self, tmp_path: Path, pool: WorkerPool, cluster: object, workflow: str,
     ) -> None:
         """SIGKILL of the driver and the job server it started while a phase runs
         on the engine, whose job is then cancelled, as a crash of the submitting
         machine would leave it, in each phase in turn (exact: hashing,
         identification; fuzzy: minhash, lsh, edges, connected components,
-        identification), each run resuming the one before; the last rerun on the
-        same cluster starts in the last killed phase or the next and lists the
-        local runner's ids (the planted ones). On Flink the rerun's pipelines
-        share one job server (``SharedJobServerFlinkRunner``)."""
+        identification), each run resuming the one before, or without
+        ``kills_every_phase`` once, in identification; the last
+        rerun on the same cluster starts in the last killed phase or the next and
+        lists the local runner's ids (the planted ones). On Flink the rerun's
+        pipelines share one job server (``SharedJobServerFlinkRunner``)."""
         runner, servers = self.runner(cluster, pool), self.job_servers()
 
         def cancel_the_job() -> None:
@@ -404,7 +409,8 @@ class ClusterChecks:
         if workflow == "exact":
             exact_tests.write_corpus(tmp_path / "input", files=6, per_file=6)
             planted = exact_tests.expected(tmp_path / "input")
-            killed_on_a_runner_and_resumed(tmp_path, exact_tests.KILLED_RUN, exact_tests.KILLED_IN_EACH_PHASE,
+            kills = exact_tests.KILLED_IN_EACH_PHASE[0 if self.kills_every_phase else -1:]
+            killed_on_a_runner_and_resumed(tmp_path, exact_tests.KILLED_RUN, kills,
                                            ["hashing", "identification"],
                                            lambda name, **settings: exact_tests.exact(tmp_path, name, **settings),
                                            lambda name: exact_tests.removed(tmp_path / name, "doc_id"),
@@ -412,7 +418,8 @@ class ClusterChecks:
             assert exact_tests.removed(tmp_path / "local", "doc_id") == planted
         else:
             planted = fuzzy_tests.expected(fuzzy_tests.write_corpus(tmp_path / "input", files=3, per_file=9))
-            killed_on_a_runner_and_resumed(tmp_path, fuzzy_tests.KILLED_RUN, fuzzy_tests.KILLED_IN_EACH_PHASE,
+            kills = fuzzy_tests.KILLED_IN_EACH_PHASE[0 if self.kills_every_phase else -1:]
+            killed_on_a_runner_and_resumed(tmp_path, fuzzy_tests.KILLED_RUN, kills,
                                            list(fuzzy_tests.PHASES[:-1]),
                                            lambda name, **settings: fuzzy_tests.fuzzy(tmp_path, name, **settings),
                                            lambda name: fuzzy_tests.removed(tmp_path / name),

@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -176,3 +177,24 @@ def test_on_dask_a_later_steps_refusal_comes_before_the_first_step_runs(tmp_path
     with pytest.raises(CuratorInputError, match="inside"):
         run_in_order([(first, str(tmp_path / "ckpt-1")), (second, str(tmp_path / "ckpt-2"))], "dask")
     assert not copied.exists(), "the first step ran before the second step's refusal"
+
+
+@pytest.mark.parametrize("runner", ["local", "dask"])
+def test_a_refused_run_without_a_checkpoint_leaves_no_progress_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runner: str
+) -> None:
+    """A chain without a checkpoint records its progress in a temporary folder, made before the
+    pipeline is built; a refusal while it is built removes it, on Dask (steps refused before the
+    first runs) as elsewhere."""
+    from beam_curator.pipeline import run_in_order
+
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))  # this test's own, not the shared /tmp
+    source = Path(shutil.copytree(sample_corpus_path(), tmp_path / "in"))
+    copied = Pipeline("copied", stages=[JsonlReader(sample_corpus_path()), JsonlWriter(str(tmp_path / "copied"))])
+    inside = Pipeline("inside", stages=[JsonlReader(str(source)), JsonlWriter(str(source / "out"))])
+    with pytest.raises(CuratorInputError, match="inside"):
+        run_in_order([(copied, str(tmp_path / "ckpt")), (inside, None)], runner, progress=False)
+    assert not (tmp_path / "copied").exists(), "refused before the first step ran"
+    assert list(temporary.glob("beam-curator-progress-*")) == []

@@ -20,7 +20,7 @@ from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.fingerprint import check_mode
 from beam_curator.workflows.phases import BeamSettings, PhaseBook
 from beam_curator.workflows.semantic.ids import FILE_COLUMN, GENERATED_ID, ROW_COLUMN
-from beam_curator.workflows.semantic.parameters import apply_storage_options, set_verbosity
+from beam_curator.workflows.parameters import apply_storage_options, set_verbosity
 from beam_curator.workflows.semantic.preflight import checked_text_input
 from beam_curator.workflows.semantic.removal import (
     TextDuplicatesRemovalWorkflow,

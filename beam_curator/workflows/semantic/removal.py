@@ -22,14 +22,13 @@ from beam_curator.tasks import DocumentBatch
 from beam_curator.workflows.phases import BeamSettings, PhaseBook
 from beam_curator.workflows.semantic.ids import FILE_COLUMN, GENERATED_ID, ROW_COLUMN, AssignIdsStage, FileRegistry
 from beam_curator.workflows.semantic.layout import parquet_files, parquet_metadata, read_parquet
-from beam_curator.workflows.semantic.parameters import (
-    settings_checked,
+from beam_curator.workflows.parameters import (
     apply_storage_options,
-    check_cache_path,
     check_positive_integers,
     check_runner_settings,
-    pick,
+    settings_checked,
 )
+from beam_curator.workflows.semantic.parameters import check_cache_path, pick
 
 logger = logging.getLogger(__name__)
 

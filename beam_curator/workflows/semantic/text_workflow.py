@@ -16,13 +16,13 @@ from beam_curator.transforms.embedding import EmbeddingStage
 from beam_curator.stages.io.fingerprint import check_mode
 from beam_curator.workflows.semantic.ids import GENERATED_ID
 from beam_curator.workflows.semantic.layout import TEXT_RESULTS_FOLDER
-from beam_curator.workflows.semantic.parameters import (
-    settings_checked,
+from beam_curator.workflows.parameters import (
     apply_storage_options,
     check_positive_integers,
     check_runner_settings,
-    pick,
+    settings_checked,
 )
+from beam_curator.workflows.semantic.parameters import pick
 from beam_curator.workflows.semantic.preflight import checked_text_input
 from beam_curator.workflows.semantic.removal import (
     TextDuplicatesRemovalWorkflow,

@@ -45,15 +45,14 @@ from beam_curator.workflows.semantic.id_check import (
 )
 from beam_curator.workflows.semantic.layout import CacheLayout, parquet_files
 from beam_curator.workflows.semantic.pairwise_phase import ClusterPairwiseStage, ClusterScoresWriter, PairwiseSettings
-from beam_curator.workflows.semantic.parameters import (
-    settings_checked,
+from beam_curator.workflows.parameters import (
     apply_storage_options,
-    check_cache_path,
     check_positive_integers,
     check_runner_settings,
-    pick,
     set_verbosity,
+    settings_checked,
 )
+from beam_curator.workflows.semantic.parameters import check_cache_path, pick
 from beam_curator.workflows.semantic.preflight import check_writable_folders
 
 logger = logging.getLogger(__name__)
