@@ -76,7 +76,7 @@ def distill_static_model(
     settings = {"format": DISTILL_FORMAT, "pca_dims": pca_dims, "model2vec": version("model2vec")}
     key = build_key(source, settings)
     folder = Path(output) if output is not None else \
-        Path(cache_dir or default_cache("static")).expanduser() / f"{Path(source).name}-{pca_dims}-{key[:24]}"
+        Path(cache_dir or default_cache("static")).expanduser() / f"{Path(model_identifier).name}-{pca_dims}-{key[:24]}"
 
     def distill(target: Path) -> dict[str, object]:
         from model2vec.distill import distill as model2vec_distill
@@ -95,7 +95,7 @@ def static_model_folder(model_identifier: str, model_cache_dir: str | None = Non
     source = resolve_model(model_identifier, model_cache_dir)
     if is_static_model(source):
         return Path(source)
-    return distill_static_model(source, cache_dir=cache_dir)
+    return distill_static_model(model_identifier, model_cache_dir=model_cache_dir, cache_dir=cache_dir)
 
 
 def static_model_key(folder: str | Path) -> str:
