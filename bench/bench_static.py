@@ -16,7 +16,7 @@ the same static model, on the Debian corpus, in one run.
    first N documents, ``--docs-per-file`` per file), wall and CPU seconds of
    the whole process; distillation is done before and not counted (cached).
 3. SemHash 0.5.0 (``SemHash.from_records(...).self_deduplicate``) with the
-   same static model at the same N and threshold (1 - ``--e2e-eps``), wall and
+   same static model at the same N (and at the sample's size) and threshold (1 - ``--e2e-eps``), wall and
    CPU. For each tool: documents removed; where N is within the sample, how
    many of the full model's duplicate pairs lost a member (recall) and how
    many removed documents have a full-model partner (precision); otherwise
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     reference = full_pairs.get(args.e2e_eps) if args.e2e_eps in full_pairs else \
         similar_pairs(unit(full.vectors), [args.e2e_eps])[args.e2e_eps]
-    for n in args.sizes:
+    for n in sorted({args.sample, *args.sizes}):  # the sample's own size too: the one N judged against the full model
         ours, meta, ours_time = run_ours(records[:n], model, args.e2e_eps, work / f"ours-{n}", args.docs_per_file)
         theirs, their_time = run_semhash(records[:n], model, args.e2e_eps)
         in_sample = n <= args.sample
