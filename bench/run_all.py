@@ -35,6 +35,7 @@ SCRIPTS = (
     "bench_e2e.py",
     "bench_embedding.py",
     "bench_embedding_backends.py",
+    "bench_static.py",  # ~17 min the first time: the full model's vectors of the 10k sample are then cached
     "bench_clusters.py",  # needs Java and the clusters extra (pyflink, pyspark)
 )
 

@@ -9,7 +9,8 @@ from functools import partial
 from typing import Any
 
 from beam_curator.dedup.semantic.ranking import RankingStrategy
-from beam_curator.models import DEFAULT_MODEL, check_runtime, choose_backend, make_embedding_handler
+from beam_curator.models import BACKENDS, DEFAULT_MODEL, check_runtime, choose_backend, make_embedding_handler
+from beam_curator.models.distill import static_model_folder, static_model_key
 from beam_curator.stages.io import ParquetWriter
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.transforms.embedding import EmbeddingStage
@@ -163,6 +164,8 @@ class TextSemanticDeduplicationWorkflow:
         embedding_vllm_init_kwargs = pick(owner, None, embedding_vllm_init_kwargs=embedding_vllm_init_kwargs,
                                           vllm_init_kwargs=vllm_init_kwargs)
         model_cache_dir = pick(owner, None, model_cache_dir=model_cache_dir, embedding_model_cache_dir=embedding_model_cache_dir)
+        if embedding_backend not in BACKENDS:
+            raise ValueError(f"embedding_backend={embedding_backend!r} is not one of {', '.join(map(repr, BACKENDS))}")
         # The backend is resolved now, so that vLLM-only options go only to vLLM
         # ("auto" on a machine without a GPU picks sentence-transformers).
         self.embedding = {
@@ -179,10 +182,10 @@ class TextSemanticDeduplicationWorkflow:
                         "pretokenize": embedding_pretokenize or None}
         if self.embedding["backend"] == "vllm":
             self.embedding.update(vllm_options)
-        elif embedding_backend == "sentence-transformers" and any(vllm_options.values()):
+        elif embedding_backend in ("sentence-transformers", "static") and any(vllm_options.values()):
             raise ValueError(
                 "embedding_vllm_init_kwargs, embedding_max_tokens and embedding_pretokenize apply to the vLLM "
-                "backend; use embedding_backend='vllm' or drop them"
+                f"backend, not {embedding_backend!r}; use embedding_backend='vllm' or drop them"
             )
         apply_storage_options(owner, read_kwargs=(input_path, read_kwargs))
         self.runner = {"runner": runner, "beam_args": list(beam_args or []), **runner_settings}
@@ -249,10 +252,20 @@ class TextSemanticDeduplicationWorkflow:
             )
         return WorkflowResult(metadata)
 
-    def _vector_settings(self) -> list:
+    def _vector_settings(self, engine: dict[str, Any]) -> list:
         """Everything that changes the vectors or what is kept beside them (batch sizes do not)."""
-        engine = {key: value for key, value in self.embedding.items() if key != "max_batch_size"}
+        engine = {key: value for key, value in engine.items() if key != "max_batch_size"}
         return [engine, self.text_field, self.id_field, self.embedding_field, self.metadata_fields]
+
+    def _engine_settings(self) -> dict[str, Any]:
+        """The embedding settings, with a static backend's model found (distilled on first
+        use, in this process, once) and known by the digest of its files: vectors made
+        with another static model under the same name are not reused."""
+        engine = dict(self.embedding)
+        if engine["backend"] == "static":
+            folder = static_model_folder(engine["model_identifier"], engine["model_cache_dir"])
+            engine.update(model_identifier=str(folder), static_model=static_model_key(folder))
+        return engine
 
     def _embed(self) -> dict[str, Any]:
         """Embed each input file as a partition of its own, keyed by its
@@ -265,7 +278,8 @@ class TextSemanticDeduplicationWorkflow:
             self.input_path, self.input_filetype, 1, self.id_field, self.cache_path, fields, self.input_fingerprint,
             self.on_bad_record, self.input_extensions,
         )
-        settings = dict(self.embedding)
+        engine = self._engine_settings()
+        settings = {k: v for k, v in engine.items() if k != "static_model"}
         # Made only if the phase runs: the handler classes import torch.
         handler = partial(make_embedding_handler, settings.pop("backend"), settings.pop("model_identifier"),
                           **{k: v for k, v in settings.items() if v is not None})
@@ -274,7 +288,7 @@ class TextSemanticDeduplicationWorkflow:
             *reading,
             EmbeddingStage(handler, self.text_field, self.embedding_field),
             ParquetWriter(embeddings, fields=[id_column, self.embedding_field, *self.metadata_fields]),
-        ], f"{self.cache_path}/checkpoints/embedding", self._vector_settings(), embeddings)
+        ], f"{self.cache_path}/checkpoints/embedding", self._vector_settings(engine), embeddings)
         if not details["rows"]:  # every input file was empty
             self.semantic.book.forget("embedding")
             raise CuratorInputError(
