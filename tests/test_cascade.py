@@ -180,7 +180,7 @@ def test_a_changed_model_redoes_only_what_depends_on_it_and_resumes_after_a_kill
 
 @pytest.mark.parametrize("flags, says", [
     (["--screening-model-identifier", "m", "--screening-eps", "0.01"], "screening_eps (--screening-eps) must be in [eps, 1)"),
-    (["--screening-max-chars", "60"], "set screening_model_identifier (--screening-model-identifier) too"),
+    (["--screening-max-chars", "60"], "set screening_backend (--screening-backend) or screening_model_identifier"),
     (["--screening-model-identifier", "m", "--cross-cluster"], "drop cross_cluster (--cross-cluster)"),
 ])
 def test_cascade_settings_are_refused_by_their_flag_before_any_folder_is_made(

@@ -30,7 +30,8 @@ from beam_curator.models import (  # noqa: E402
     SentenceTransformerEmbeddingHandler,
     resolve_model,
 )
-from beam_curator.models.onnx_export import RECORD_FILE, exported_model  # noqa: E402
+from beam_curator.models.model_cache import RECORD_FILE  # noqa: E402
+from beam_curator.models.onnx_export import exported_model  # noqa: E402
 from beam_curator.stages.io.fingerprint import file_digest  # noqa: E402
 from beam_curator.workflows import TextSemanticDeduplicationWorkflow  # noqa: E402
 
@@ -94,7 +95,7 @@ def test_the_export_is_reused_and_a_damaged_one_is_exported_again(tmp_path, expo
     model_dir = resolve_model(DEFAULT_MODEL)
     onnx = exported_model(model_dir, "fp32", tmp_path)
     record = json.loads((onnx.parent / RECORD_FILE).read_text())
-    assert record["onnx_sha256"] == file_digest(onnx) and record["precision"] == "fp32"
+    assert record["files"] == {onnx.name: file_digest(onnx)} and record["precision"] == "fp32"
     written = file_times(tmp_path)
 
     assert exported_model(model_dir, "fp32", tmp_path) == onnx
@@ -104,7 +105,7 @@ def test_the_export_is_reused_and_a_damaged_one_is_exported_again(tmp_path, expo
         damaged.seek(1000)
         damaged.write(b"\0" * 64)
     assert exported_model(model_dir, "fp32", tmp_path) == onnx
-    assert file_digest(onnx) == record["onnx_sha256"] and file_times(tmp_path) != written
+    assert file_digest(onnx) == record["files"][onnx.name] and file_times(tmp_path) != written
 
     (onnx.parent / RECORD_FILE).write_text(json.dumps({**record, "key": "an older export"}))
     exported_model(model_dir, "fp32", tmp_path)

@@ -12,6 +12,7 @@ EXAMPLES = """\
 examples:
   beam-curator semdedup --input data/ --output results/ --cache cache/ --id-field doc_id --eps 0.01
   beam-curator semdedup --input data/ --output results/ --cache cache/      # no --eps: eps table only
+  beam-curator semdedup ... --embedding-backend static   # a static model (beam-curator distill): fast on CPUs
   beam-curator semdedup ... --runner flink --flink-master host:8081 -- --parallelism=64
   beam-curator exact --input data/ --output results/ --id-field doc_id
   beam-curator fuzzy --input data/ --output results/ --id-field doc_id

@@ -1,7 +1,7 @@
 """The ``beam-curator`` command: resumable text curation on Apache Beam.
 
 Each command lives in a module of its own (``semdedup``, ``exact``,
-``fuzzy``, ``checkpoint``, ``job_server``) with its parser, handler and
+``fuzzy``, ``checkpoint``, ``job_server``, ``distill``) with its parser, handler and
 summary; this module builds the parser from them and dispatches. Every
 option is checked: a misspelt one is an error that names the closest valid
 options, never silently ignored. Raw Apache Beam flags go after ``--``.
@@ -16,6 +16,7 @@ from typing import Callable
 
 from beam_curator import interrupts
 from beam_curator.cli.checkpoint import add_checkpoint
+from beam_curator.cli.distill import add_distill
 from beam_curator.cli.exact import add_exact
 from beam_curator.cli.flags import EXAMPLES, CommandParser, HelpFormatter, add_logging_flags, with_flag_names
 from beam_curator.cli.fuzzy import add_fuzzy
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_fuzzy(commands)
     add_checkpoint(commands)
     add_job_server(commands)
+    add_distill(commands)
     for sub in commands.choices.values():
         sub.allow_abbrev = False  # a prefix of one option must not silently mean it
     return parser

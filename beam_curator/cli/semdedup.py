@@ -16,7 +16,7 @@ _PHASES = ("embedding", "kmeans", "pairwise", "verification", "recall", "identif
 
 
 def add_semdedup(commands: argparse._SubParsersAction) -> None:
-    from beam_curator.models import RUNTIMES
+    from beam_curator.models import BACKENDS, RUNTIMES
 
     sem = commands.add_parser(
         "semdedup", formatter_class=HelpFormatter, epilog=EXAMPLES,
@@ -30,10 +30,12 @@ def add_semdedup(commands: argparse._SubParsersAction) -> None:
                    "where embeddings, clusters, scores and checkpoints go (default: under --output)", "to embed")
     model = sem.add_argument_group("embedding")
     model.add_argument("--model-identifier", default="sentence-transformers/all-MiniLM-L6-v2",
-                       help="model name or local folder (the default is bundled)")
+                       help="model name or local folder (the default is bundled); with --embedding-backend static, "
+                            "a static model folder (beam-curator distill) or a model distilled on first use")
     model.add_argument("--model-cache-dir", help="extra folder to find the model in (never downloaded)")
-    model.add_argument("--embedding-backend", default="auto", choices=["auto", "vllm", "sentence-transformers"],
-                       help="auto: vLLM on a CUDA GPU, sentence-transformers otherwise")
+    model.add_argument("--embedding-backend", default="auto", choices=list(BACKENDS),
+                       help="auto: vLLM on a CUDA GPU, sentence-transformers otherwise; static: a model2vec static "
+                            "model, hundreds of times faster on a CPU, at a lower recall (see docs/dedup/semantic.md)")
     model.add_argument("--embedding-runtime", default="torch", choices=list(RUNTIMES),
                        help="what runs the model on a CPU: torch, or its ONNX export on ONNX Runtime or "
                             "OpenVINO, which are faster (see docs/dedup/semantic.md, Faster embedding on CPUs)")
@@ -45,9 +47,11 @@ def add_semdedup(commands: argparse._SubParsersAction) -> None:
     cascade = sem.add_argument_group(
         "verify cascade (a cheap screening model clusters and proposes pairs; the model above judges them)")
     cascade.add_argument("--screening-model-identifier",
-                         help="model name or local folder of the screening model; turns the cascade on")
-    cascade.add_argument("--screening-backend", default="auto", choices=["auto", "vllm", "sentence-transformers"],
-                         help="as --embedding-backend, for the screening model")
+                         help="model name or local folder of the screening model (default: --model-identifier's); "
+                              "this or --screening-backend turns the cascade on")
+    cascade.add_argument("--screening-backend", default="auto", choices=list(BACKENDS),
+                         help="as --embedding-backend, for the screening model; static: the model distilled into a static "
+                              "one, the fastest on a CPU")
     cascade.add_argument("--screening-runtime", default="torch", choices=list(RUNTIMES),
                          help="as --embedding-runtime, for the screening model")
     cascade.add_argument("--screening-max-chars", type=int, help="cut texts to this many characters for the screening model")

@@ -26,6 +26,7 @@ from beam_curator.models.runtimes import RUNTIMES, check_runtime
 if TYPE_CHECKING:
     from beam_curator.models.base import EmbeddingModelHandler, EmbeddingOptions, TextEmbedder
     from beam_curator.models.sentence_transformers import SentenceTransformerEmbeddingHandler
+    from beam_curator.models.static import StaticEmbeddingHandler
     from beam_curator.models.vllm import VLLMEmbeddingHandler
 
 _LAZY = {
@@ -33,24 +34,30 @@ _LAZY = {
     "EmbeddingOptions": "beam_curator.models.base",
     "TextEmbedder": "beam_curator.models.base",
     "SentenceTransformerEmbeddingHandler": "beam_curator.models.sentence_transformers",
+    "StaticEmbeddingHandler": "beam_curator.models.static",
     "VLLMEmbeddingHandler": "beam_curator.models.vllm",
+    "distill_static_model": "beam_curator.models.distill",
 }
 
-Backend = Literal["vllm", "sentence-transformers", "auto"]
+Backend = Literal["vllm", "sentence-transformers", "static", "auto"]
+BACKENDS = ("auto", "vllm", "sentence-transformers", "static")
 
 __all__ = [
     "DEFAULT_MODEL",
     "RECOMMENDED_GPU_MODEL",
+    "BACKENDS",
     "Backend",
     "EmbeddingModelHandler",
     "EmbeddingOptions",
     "ModelNotFoundError",
     "RUNTIMES",
     "SentenceTransformerEmbeddingHandler",
+    "StaticEmbeddingHandler",
     "TextEmbedder",
     "VLLMEmbeddingHandler",
     "check_runtime",
     "choose_backend",
+    "distill_static_model",
     "make_embedding_handler",
     "resolve_model",
 ]
@@ -95,8 +102,10 @@ def make_embedding_handler(
 ) -> EmbeddingModelHandler[Any]:
     """Build the handler for ``backend``; ``kwargs`` go to its constructor.
 
-    See :class:`SentenceTransformerEmbeddingHandler` and
-    :class:`VLLMEmbeddingHandler` for the engine-specific arguments.
+    See :class:`SentenceTransformerEmbeddingHandler`,
+    :class:`VLLMEmbeddingHandler` and :class:`StaticEmbeddingHandler` (a
+    model2vec static model, never chosen by ``"auto"``) for the
+    engine-specific arguments.
     """
     chosen = choose_backend() if backend == "auto" else backend
     if chosen == "vllm":
@@ -107,6 +116,8 @@ def make_embedding_handler(
         from beam_curator.models.sentence_transformers import SentenceTransformerEmbeddingHandler
 
         return SentenceTransformerEmbeddingHandler(model_identifier, **kwargs)
-    raise ValueError(
-        f"Unknown embedding backend {backend!r}; use 'vllm', 'sentence-transformers' or 'auto'"
-    )
+    if chosen == "static":
+        from beam_curator.models.static import StaticEmbeddingHandler
+
+        return StaticEmbeddingHandler(model_identifier, **kwargs)
+    raise ValueError(f"Unknown embedding backend {backend!r}; use one of {', '.join(map(repr, BACKENDS))}")

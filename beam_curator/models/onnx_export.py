@@ -11,95 +11,52 @@ sentence-transformers' own ``export_optimized_onnx_model`` and
 releases all require transformers < 4.58, while vLLM's CPU build needs
 transformers 5; hence torch's exporter and ONNX Runtime's quantiser here.
 
-Exports are cached under ``~/.cache/beam_curator/onnx`` (``$XDG_CACHE_HOME``
-is honoured), not beside the model: the bundled model lives inside an
-installed package, which is no place to write. Each export sits in a folder
-named by a key: the digest of the model's files and of the export settings
-(precision, opset, torch and onnxruntime versions). A folder is used only
-when its ``export.json`` holds that key and the digest of the ``.onnx`` file
-it recorded; an export is written to a temporary folder and renamed into
-place when complete, so an interrupted one is never reused.
+Exports are cached by :mod:`beam_curator.models.model_cache` under
+``~/.cache/beam_curator/onnx``, each in a folder named by the digest of the
+model's files and of the export settings (precision, opset, torch and
+onnxruntime versions), reused only once verified.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import shutil
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Literal
 
 import torch
 
-from beam_curator.stages.io.fingerprint import file_digest
+from beam_curator.models.model_cache import build_key, cached_build, default_cache
 
 Precision = Literal["fp32", "int8"]
 
 EXPORT_FORMAT = 1  # bump when the export itself changes, so old caches are not reused
 OPSET = 17
 MODEL_FILE = "model.onnx"
-RECORD_FILE = "export.json"
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-
-
-def default_export_cache() -> Path:
-    """``$XDG_CACHE_HOME/beam_curator/onnx`` (``~/.cache/...`` by default)."""
-    return Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "beam_curator" / "onnx"
 
 
 def exported_model(model_dir: str, precision: Precision, cache_dir: str | Path | None = None) -> Path:
     """The path of ``model_dir``'s ONNX export at ``precision``, exporting it
     first unless a verified export with the same key is cached."""
     key = export_key(model_dir, precision)
-    folder = Path(cache_dir or default_export_cache()).expanduser() / f"{precision}-{key[:24]}"
-    if verified(folder, key):
-        return folder / MODEL_FILE
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    partial = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    partial.chmod(0o755)  # readable like any cache folder, not mkdtemp's owner-only
-    try:
-        _export(model_dir, precision, partial / MODEL_FILE)
-        record = {"key": key, "precision": precision, "model_dir": str(model_dir),
-                  "onnx_sha256": file_digest(partial / MODEL_FILE)}
-        (partial / RECORD_FILE).write_text(json.dumps(record, indent=1))
-        if folder.exists():  # damaged or stale: replaced by the complete export
-            shutil.rmtree(folder)
-        try:
-            partial.rename(folder)
-        except OSError:  # another process renamed its complete export first
-            if not verified(folder, key):
-                raise
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
-    return folder / MODEL_FILE
+    folder = Path(cache_dir or default_cache("onnx")).expanduser() / f"{precision}-{key[:24]}"
 
+    def export(target: Path) -> dict[str, str]:
+        _export(model_dir, precision, target / MODEL_FILE)
+        return {"precision": precision, "model_dir": str(model_dir)}
 
-def verified(folder: Path, key: str) -> bool:
-    """True when ``folder`` holds a complete export made under ``key``."""
-    try:
-        record = json.loads((folder / RECORD_FILE).read_text())
-        return record["key"] == key and record["onnx_sha256"] == file_digest(folder / MODEL_FILE)
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
+    return cached_build(folder, key, export) / MODEL_FILE
 
 
 def export_key(model_dir: str, precision: Precision) -> str:
     """Digest of every file of the model and of what shapes the export."""
-    digest = hashlib.sha256()
     settings: dict[str, object] = {"format": EXPORT_FORMAT, "precision": precision, "opset": OPSET,
                                    "torch": torch.__version__}
     if precision == "int8":
         import onnxruntime
 
         settings.update(onnxruntime=onnxruntime.__version__, reduce_range=not _has_vnni())
-    digest.update(json.dumps(settings, sort_keys=True).encode())
-    root = Path(model_dir)
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        digest.update(str(path.relative_to(root)).encode() + b"\0" + file_digest(path).encode())
-    return digest.hexdigest()
+    return build_key(model_dir, settings)
 
 
 def _export(model_dir: str, precision: Precision, target: Path) -> None:

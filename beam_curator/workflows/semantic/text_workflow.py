@@ -9,7 +9,8 @@ from functools import partial
 from typing import Any
 
 from beam_curator.dedup.semantic.ranking import RankingStrategy
-from beam_curator.models import DEFAULT_MODEL, check_runtime, choose_backend, make_embedding_handler
+from beam_curator.models import BACKENDS, DEFAULT_MODEL, check_runtime, choose_backend, make_embedding_handler
+from beam_curator.models.distill import static_model_folder, static_model_key
 from beam_curator.stages.io import ParquetWriter
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.transforms.embedding import EmbeddingStage
@@ -61,9 +62,10 @@ class TextSemanticDeduplicationWorkflow:
     cache folder: another refuses at once, naming the holder, or with
     ``wait=True`` starts when it ends.
 
-    ``screening_model_identifier`` (with ``screening_backend``,
-    ``screening_runtime``, ``screening_max_chars``, chosen as the ``embedding_``
-    ones) turns on the verify cascade: a cheap model's vectors are clustered
+    ``screening_backend`` or ``screening_model_identifier`` (default: the
+    full model's, e.g. distilled with ``screening_backend="static"``; with
+    ``screening_runtime`` and ``screening_max_chars``, chosen as the
+    ``embedding_`` ones) turns on the verify cascade: a cheap model's vectors are clustered
     and propose the pairs at least ``1 - screening_eps`` similar (default: ten
     times eps, at most 0.3), and only the documents in them are embedded with
     ``model_identifier``, whose similarity at ``eps`` decides each removal.
@@ -188,24 +190,25 @@ class TextSemanticDeduplicationWorkflow:
         # The verify cascade: the screening model's vectors are clustered and propose pairs, the
         # model above judges them (see cascade.py).
         self.screening = None
-        if screening_model_identifier is not None:
-            self.screening = engine_settings(screening_model_identifier, screening_backend, screening_runtime,
-                                             screening_max_chars, model_cache_dir, embedding_batch_size, "screening_")
+        if screening_model_identifier is not None or screening_backend != "auto":
+            self.screening = engine_settings(screening_model_identifier or model_identifier, screening_backend,
+                                             screening_runtime, screening_max_chars, model_cache_dir,
+                                             embedding_batch_size, "screening_")
             screening_eps = check_screening(eps, screening_eps, cross_cluster, recall_sample)
         else:
-            given = {"screening_backend": screening_backend != "auto", "screening_runtime": screening_runtime != "torch",
-                     "screening_max_chars": screening_max_chars is not None, "screening_eps": screening_eps is not None}
+            given = {"screening_runtime": screening_runtime != "torch", "screening_max_chars": screening_max_chars is not None,
+                     "screening_eps": screening_eps is not None}
             if any(given.values()):
                 raise ValueError(f"{', '.join(name for name, on in given.items() if on)} set the verify cascade's "
-                                 "screening model; set screening_model_identifier too, or drop them")
+                                 "screening model; set screening_backend or screening_model_identifier too, or drop them")
         vllm_options = {"vllm_init_kwargs": embedding_vllm_init_kwargs, "max_tokens": embedding_max_tokens,
                         "pretokenize": embedding_pretokenize or None}
         if self.embedding["backend"] == "vllm":
             self.embedding.update(vllm_options)
-        elif embedding_backend == "sentence-transformers" and any(vllm_options.values()):
+        elif embedding_backend in ("sentence-transformers", "static") and any(vllm_options.values()):
             raise ValueError(
                 "embedding_vllm_init_kwargs, embedding_max_tokens and embedding_pretokenize apply to the vLLM "
-                "backend; use embedding_backend='vllm' or drop them"
+                f"backend, not {embedding_backend!r}; use embedding_backend='vllm' or drop them"
             )
         apply_storage_options(owner, read_kwargs=(input_path, read_kwargs))
         self.runner = {"runner": runner, "beam_args": list(beam_args or []), **runner_settings}
@@ -285,6 +288,16 @@ class TextSemanticDeduplicationWorkflow:
             self.on_bad_record, self.input_extensions,
         )
 
+    def _engine_settings(self, engine: dict[str, Any]) -> dict[str, Any]:
+        """``engine`` with a static backend's model found (distilled on first
+        use, in this process, once) and known by the digest of its files: vectors made
+        with another static model under the same name are not reused."""
+        engine = dict(engine)
+        if engine["backend"] == "static":
+            folder = static_model_folder(engine["model_identifier"], engine["model_cache_dir"])
+            engine.update(model_identifier=str(folder), static_model=static_model_key(folder))
+        return engine
+
     def _embed(self) -> dict[str, Any]:
         """Embed each input file as a partition of its own, keyed by its
         content fingerprint: a changed or added file is embedded alone, a
@@ -293,7 +306,8 @@ class TextSemanticDeduplicationWorkflow:
         everything again."""
         fields = [self.text_field] + ([self.id_field] if self.id_field else []) + self.metadata_fields
         reading, id_column = self._reading(fields)
-        engine = self.screening or self.embedding  # with the cascade, the screening model's vectors are clustered
+        # With the cascade, the screening model's vectors are clustered.
+        engine = self._engine_settings(self.screening or self.embedding)
         embeddings = f"{self.cache_path}/embeddings"
         details = self.semantic.book.run_partitioned("embedding", [
             *reading,
@@ -314,12 +328,13 @@ class TextSemanticDeduplicationWorkflow:
         layout, book = self.semantic.layout, self.semantic.book
         candidates_key, counts = collect_candidates(book, layout.candidate_pairs, layout.candidates, pairwise_key)
         reading, id_column = self._reading([self.text_field] + ([self.id_field] if self.id_field else []))
+        full = self._engine_settings(self.embedding)
         embedded = book.run_partitioned("verify-embedding", [
             *reading,
             CandidateRowsStage(layout.candidates, id_column),
-            EmbeddingStage(handler_maker(self.embedding), self.text_field, self.embedding_field),
+            EmbeddingStage(handler_maker(full), self.text_field, self.embedding_field),
             ParquetWriter(layout.verify_embeddings, fields=[id_column, self.embedding_field]),
-        ], layout.checkpoint("verify-embedding"), [self._vector_settings(self.embedding), candidates_key],
+        ], layout.checkpoint("verify-embedding"), [self._vector_settings(full), candidates_key],
             layout.verify_embeddings)
         key = digest([candidates_key, embedded["fingerprint"]])
         judged = verify_pairs(book, layout.candidate_pairs, layout.verify_embeddings, id_column, self.embedding_field,
@@ -339,6 +354,8 @@ def engine_settings(
     main model or the cascade's screening one (``prefix``: the parameters'
     names, for errors). The backend is resolved now, so that vLLM-only options
     go only to vLLM ("auto" on a machine without a GPU picks sentence-transformers)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"{prefix}backend={backend!r} is not one of {', '.join(map(repr, BACKENDS))}")
     engine: dict[str, Any] = {
         "backend": choose_backend(runtime) if backend == "auto" else backend,
         "model_identifier": model_identifier, "max_chars": max_chars,
@@ -355,7 +372,7 @@ def engine_settings(
 def handler_maker(engine: dict[str, Any]) -> partial:
     """A function making the handler of ``engine``, called only if a phase
     runs: the handler classes import torch."""
-    settings = dict(engine)
+    settings = {key: value for key, value in engine.items() if key != "static_model"}
     return partial(make_embedding_handler, settings.pop("backend"), settings.pop("model_identifier"),
                    **{k: v for k, v in settings.items() if v is not None})
 
@@ -364,10 +381,11 @@ def check_screening(eps: float | None, screening_eps: float | None, cross_cluste
                     recall_sample: int | None) -> float:
     """The cascade's screening threshold (default: ``default_screening_eps(eps)``), checked."""
     if eps is None:
-        raise ValueError("screening_model_identifier turns on the verify cascade, which judges pairs at eps; set eps")
+        raise ValueError("screening_backend / screening_model_identifier turn on the verify cascade, which judges pairs "
+                         "at eps; set eps")
     if cross_cluster or recall_sample:
         raise ValueError("the verify cascade compares documents within clusters and measures no recall of its own; "
-                         "drop cross_cluster / recall_sample, or screening_model_identifier")
+                         "drop cross_cluster / recall_sample, or the screening model")
     if screening_eps is None:
         return default_screening_eps(eps)
     if not eps <= screening_eps < 1:
