@@ -12,7 +12,7 @@ import fsspec
 from beam_curator.cli.flags import EXAMPLES, HelpFormatter, add_data_flags, add_runner_flags, runner_settings
 from beam_curator.cli.summary import phase_times, summary_start
 
-_PHASES = ("embedding", "kmeans", "pairwise", "recall", "identification", "removal")
+_PHASES = ("embedding", "kmeans", "pairwise", "verification", "recall", "identification", "removal")
 
 
 def add_semdedup(commands: argparse._SubParsersAction) -> None:
@@ -44,6 +44,20 @@ def add_semdedup(commands: argparse._SubParsersAction) -> None:
     model.add_argument("--embedding-max-tokens", type=int, help="vLLM: tokens kept per text (default: the model's length)")
     model.add_argument("--embedding-pretokenize", action="store_true", help="vLLM: tokenise in the workers, hand the engine token ids")
     model.add_argument("--embedding-vllm-init-kwargs", help="vLLM: JSON object of extra vllm.LLM arguments")
+    cascade = sem.add_argument_group(
+        "verify cascade (a cheap screening model clusters and proposes pairs; the model above judges them)")
+    cascade.add_argument("--screening-model-identifier",
+                         help="model name or local folder of the screening model (default: --model-identifier's); "
+                              "this or --screening-backend turns the cascade on")
+    cascade.add_argument("--screening-backend", default="auto", choices=list(BACKENDS),
+                         help="as --embedding-backend, for the screening model; static: the model distilled into a static "
+                              "one, the fastest on a CPU")
+    cascade.add_argument("--screening-runtime", default="torch", choices=list(RUNTIMES),
+                         help="as --embedding-runtime, for the screening model")
+    cascade.add_argument("--screening-max-chars", type=int, help="cut texts to this many characters for the screening model")
+    cascade.add_argument("--screening-eps", type=float,
+                         help="pairs at least 1 - screening-eps similar by the screening model are judged by the full "
+                              "model (default: 10 x eps, at most 0.3)")
     clusters = sem.add_argument_group("clustering and scoring")
     clusters.add_argument("--n-clusters", type=int, default=100, help="k-means clusters")
     clusters.add_argument("--kmeans-max-iter", type=int, default=300, help="k-means iterations at most")
@@ -81,7 +95,10 @@ def run_semdedup(args: argparse.Namespace, beam_args: list[str]) -> int:
         embedding_pretokenize=args.embedding_pretokenize,
         embedding_vllm_init_kwargs=json.loads(args.embedding_vllm_init_kwargs) if args.embedding_vllm_init_kwargs else None,
         embedding_max_chars=args.embedding_max_chars, embedding_max_tokens=args.embedding_max_tokens,
-        embedding_batch_size=args.embedding_batch_size, kmeans_max_sample_bytes=args.kmeans_max_sample_bytes,
+        embedding_batch_size=args.embedding_batch_size, screening_model_identifier=args.screening_model_identifier,
+        screening_backend=args.screening_backend, screening_runtime=args.screening_runtime,
+        screening_max_chars=args.screening_max_chars, screening_eps=args.screening_eps,
+        kmeans_max_sample_bytes=args.kmeans_max_sample_bytes,
         model_cache_dir=args.model_cache_dir, files_per_partition=args.files_per_partition,
         n_clusters=args.n_clusters, kmeans_max_iter=args.kmeans_max_iter, kmeans_tol=args.kmeans_tol,
         eps=args.eps, which_to_keep=args.which_to_keep, distance_metric=args.distance_metric,
@@ -103,6 +120,9 @@ def semdedup_summary(metadata: dict[str, Any], eps: float | None) -> str:
         row("duplicates", "not identified (no --eps); choose eps from the table below")
     else:
         row("duplicates", f"{metadata.get('num_duplicates')} at eps {eps}")
+        if "num_candidates" in metadata:
+            row("verify cascade", f"{metadata['num_candidate_pairs']} candidate pairs; {metadata['num_candidates']} "
+                                  "documents in them embedded with the full model, which judged every pair")
         removed = metadata.get("num_duplicates_removed")
         row("removed", removed if metadata.get("final_output_path") else "nothing (--no-removal)")
         if metadata.get("final_output_path"):

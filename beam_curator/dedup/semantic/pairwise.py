@@ -316,15 +316,24 @@ def semdedup_clusters(
     id_array = as_id_array(ids)
     key_array = np.asarray(keys, dtype=np.float64)
     bounds = np.append(np.asarray(starts, dtype=np.int64), len(id_array))
+    order = rank_order_in_clusters(id_array, key_array, bounds, which_to_keep)
     segment = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))
-    order = np.lexsort((id_array, key_array, segment))
-    if is_descending(which_to_keep):  # each cluster's run of the ascending order, reversed in place
-        position = np.arange(len(order))
-        order = order[bounds[segment] + bounds[segment + 1] - 1 - position]
     scores, index = max_similarity_to_earlier_many(unit, bounds[:-1], batch_size, device, order)
     index += bounds[segment]
     ranked_ids, ranked_keys = id_array[order], key_array[order]
     return score_rows(ranked_ids, ranked_ids[index], scores, ranked_keys[index])
+
+
+def rank_order_in_clusters(ids: np.ndarray, keys: np.ndarray, bounds: np.ndarray, which_to_keep: str) -> np.ndarray:
+    """The rows of clusters laid out one after another (cluster ``i`` is rows
+    ``bounds[i]`` up to ``bounds[i + 1]``), each cluster in rank order: one
+    sort for all of them."""
+    segment = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))
+    order = np.lexsort((ids, keys, segment))
+    if is_descending(which_to_keep):  # each cluster's run of the ascending order, reversed in place
+        position = np.arange(len(order))
+        order = order[bounds[segment] + bounds[segment + 1] - 1 - position]
+    return order
 
 
 def score_rows(ids: np.ndarray, max_ids: np.ndarray, scores: np.ndarray, max_keys: np.ndarray) -> pd.DataFrame:

@@ -190,6 +190,26 @@ class CacheLayout:
     def pairwise_results(self) -> str:
         return self._results("pairwise_results")
 
+    @property
+    def candidate_pairs(self) -> str:
+        """Verify cascade: the pairs the screening vectors propose, one file per cluster."""
+        return self._results("candidate_pairs")
+
+    @property
+    def candidates(self) -> str:
+        """Verify cascade: the ids of every candidate pair, once each."""
+        return self._results("candidates", "candidate_ids.parquet")
+
+    @property
+    def verify_embeddings(self) -> str:
+        """Verify cascade: the candidates' full-model vectors, one file per input file."""
+        return self._cache("verify_embeddings")
+
+    @property
+    def verified_scores(self) -> str:
+        """Verify cascade: each candidate's best full-model score, as ``pairwise_results`` holds scores."""
+        return self._results("verified_scores")
+
     def checkpoint(self, phase: str) -> str:
         return self._cache("checkpoints", phase)
 

@@ -135,7 +135,7 @@ class ClusterPairwiseStage(ProcessingStage):
         frame = semdedup_clusters(ids, unit, keys, starts, s.order, s.batch_size)
         sizes = np.diff([*starts, len(ids)])
         if self.visitors is None:  # NeMo Curator's columns; the rest only serves combining passes
-            return frame[[ID, MAX_ID, SCORE]], _cluster_rows(clusters, sizes)
+            return frame[[ID, MAX_ID, SCORE]], cluster_rows(clusters, sizes)
         frame["pass"] = "cluster"
         frame["cluster"] = np.repeat(clusters, sizes)
         parts = [frame]
@@ -152,10 +152,10 @@ class ClusterPairwiseStage(ProcessingStage):
                     parts.append(cross.assign(**{"pass": "cross", "cluster": cluster}))
         combined = pd.concat(parts, ignore_index=True).sort_values("cluster", kind="stable", ignore_index=True)
         counts = combined["cluster"].value_counts().reindex(clusters).to_numpy()
-        return combined, _cluster_rows(clusters, counts)
+        return combined, cluster_rows(clusters, counts)
 
 
-def _cluster_rows(clusters: list[int], sizes: np.ndarray) -> list[tuple[int, int, int]]:
+def cluster_rows(clusters: list[int], sizes: np.ndarray) -> list[tuple[int, int, int]]:
     ends = np.cumsum(sizes)
     return [(int(c), int(end - size), int(end)) for c, size, end in zip(clusters, sizes, ends)]
 

@@ -15,6 +15,13 @@ from beam_curator.stages.io import ParquetWriter
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.transforms.embedding import EmbeddingStage
 from beam_curator.stages.io.fingerprint import check_mode
+from beam_curator.workflows.phases import digest
+from beam_curator.workflows.semantic.cascade import (
+    CandidateRowsStage,
+    collect_candidates,
+    default_screening_eps,
+    verify_pairs,
+)
 from beam_curator.workflows.semantic.ids import GENERATED_ID
 from beam_curator.workflows.semantic.layout import TEXT_RESULTS_FOLDER
 from beam_curator.workflows.parameters import (
@@ -54,6 +61,14 @@ class TextSemanticDeduplicationWorkflow:
     only the added and changed files. One run at a time uses an output and
     cache folder: another refuses at once, naming the holder, or with
     ``wait=True`` starts when it ends.
+
+    ``screening_backend`` or ``screening_model_identifier`` (default: the
+    full model's, e.g. distilled with ``screening_backend="static"``; with
+    ``screening_runtime`` and ``screening_max_chars``, chosen as the
+    ``embedding_`` ones) turns on the verify cascade: a cheap model's vectors are clustered
+    and propose the pairs at least ``1 - screening_eps`` similar (default: ten
+    times eps, at most 0.3), and only the documents in them are embedded with
+    ``model_identifier``, whose similarity at ``eps`` decides each removal.
     """
 
     @settings_checked
@@ -80,6 +95,11 @@ class TextSemanticDeduplicationWorkflow:
         embedding_model_cache_dir: str | None = None,
         hf_token: str | None = None,
         embedding_dim: int | None = None,
+        screening_model_identifier: str | None = None,
+        screening_backend: str = "auto",
+        screening_runtime: str = "torch",
+        screening_max_chars: int | None = None,
+        screening_eps: float | None = None,
         metadata_fields: list[str] | None = None,
         files_per_partition: int | None = None,
         input_files_per_partition: int | None = None,
@@ -127,7 +147,8 @@ class TextSemanticDeduplicationWorkflow:
         check_runner_settings(self, runner, runner_settings)
         file_formats(input_filetype), file_formats(output_filetype)
         check_positive_integers(embedding_max_chars=embedding_max_chars, embedding_max_tokens=embedding_max_tokens,
-                                embedding_batch_size=embedding_batch_size, unset_allowed=True)
+                                embedding_batch_size=embedding_batch_size, screening_max_chars=screening_max_chars,
+                                unset_allowed=True)
         if perform_removal and eps is None:
             raise ValueError(
                 "perform_removal=True but eps=None: without eps no duplicates are identified; "
@@ -164,20 +185,22 @@ class TextSemanticDeduplicationWorkflow:
         embedding_vllm_init_kwargs = pick(owner, None, embedding_vllm_init_kwargs=embedding_vllm_init_kwargs,
                                           vllm_init_kwargs=vllm_init_kwargs)
         model_cache_dir = pick(owner, None, model_cache_dir=model_cache_dir, embedding_model_cache_dir=embedding_model_cache_dir)
-        if embedding_backend not in BACKENDS:
-            raise ValueError(f"embedding_backend={embedding_backend!r} is not one of {', '.join(map(repr, BACKENDS))}")
-        # The backend is resolved now, so that vLLM-only options go only to vLLM
-        # ("auto" on a machine without a GPU picks sentence-transformers).
-        self.embedding = {
-            "backend": choose_backend(embedding_runtime) if embedding_backend == "auto" else embedding_backend,
-            "model_identifier": model_identifier, "max_chars": embedding_max_chars,
-            "model_cache_dir": model_cache_dir, "max_batch_size": embedding_batch_size,
-        }
-        if embedding_runtime != "torch":  # only then, so that torch runs keep their checkpoints' fingerprint
-            if self.embedding["backend"] != "sentence-transformers":
-                raise ValueError(f"embedding_runtime={embedding_runtime!r} runs sentence-transformers models; "
-                                 "use embedding_backend='sentence-transformers' (or 'auto')")
-            self.embedding["runtime"] = check_runtime(embedding_runtime).name
+        self.embedding = engine_settings(model_identifier, embedding_backend, embedding_runtime, embedding_max_chars,
+                                         model_cache_dir, embedding_batch_size, "embedding_")
+        # The verify cascade: the screening model's vectors are clustered and propose pairs, the
+        # model above judges them (see cascade.py).
+        self.screening = None
+        if screening_model_identifier is not None or screening_backend != "auto":
+            self.screening = engine_settings(screening_model_identifier or model_identifier, screening_backend,
+                                             screening_runtime, screening_max_chars, model_cache_dir,
+                                             embedding_batch_size, "screening_")
+            screening_eps = check_screening(eps, screening_eps, cross_cluster, recall_sample)
+        else:
+            given = {"screening_runtime": screening_runtime != "torch", "screening_max_chars": screening_max_chars is not None,
+                     "screening_eps": screening_eps is not None}
+            if any(given.values()):
+                raise ValueError(f"{', '.join(name for name, on in given.items() if on)} set the verify cascade's "
+                                 "screening model; set screening_backend or screening_model_identifier too, or drop them")
         vllm_options = {"vllm_init_kwargs": embedding_vllm_init_kwargs, "max_tokens": embedding_max_tokens,
                         "pretokenize": embedding_pretokenize or None}
         if self.embedding["backend"] == "vllm":
@@ -201,7 +224,7 @@ class TextSemanticDeduplicationWorkflow:
             cache_kwargs=cache_kwargs, write_kwargs=write_kwargs, clear_output=clear_output, verbose=verbose,
             cross_cluster=cross_cluster, cross_cluster_margin=cross_cluster_margin, recall_sample=recall_sample,
             seed=pick(owner, 42, kmeans_random_state=kmeans_random_state, seed=seed),
-            _results_folder=TEXT_RESULTS_FOLDER, **self.runner,
+            _results_folder=TEXT_RESULTS_FOLDER, _screening_eps=screening_eps, **self.runner,
         )
 
     def run(self) -> WorkflowResult:
@@ -222,7 +245,8 @@ class TextSemanticDeduplicationWorkflow:
             "num_documents": embedded["rows"], "embedding_time": book.times["embedding"],
             "embeddings_path": f"{self.cache_path}/embeddings",
         }
-        metadata.update(self.semantic.run_phases(input_key=embedded["fingerprint"]))
+        verify = self._verify if self.screening is not None else None
+        metadata.update(self.semantic.run_phases(input_key=embedded["fingerprint"], verify=verify))
         metadata["final_output_path"] = None
         if self.perform_removal and self.semantic.eps is not None:
             removal = TextDuplicatesRemovalWorkflow(
@@ -257,11 +281,18 @@ class TextSemanticDeduplicationWorkflow:
         engine = {key: value for key, value in engine.items() if key != "max_batch_size"}
         return [engine, self.text_field, self.id_field, self.embedding_field, self.metadata_fields]
 
-    def _engine_settings(self) -> dict[str, Any]:
-        """The embedding settings, with a static backend's model found (distilled on first
+    def _reading(self, fields: list[str]) -> tuple[list, str]:
+        """The input read one file per partition, with its ids (the same ids in every phase)."""
+        return id_reading_stages(
+            self.input_path, self.input_filetype, 1, self.id_field, self.cache_path, fields, self.input_fingerprint,
+            self.on_bad_record, self.input_extensions,
+        )
+
+    def _engine_settings(self, engine: dict[str, Any]) -> dict[str, Any]:
+        """``engine`` with a static backend's model found (distilled on first
         use, in this process, once) and known by the digest of its files: vectors made
         with another static model under the same name are not reused."""
-        engine = dict(self.embedding)
+        engine = dict(engine)
         if engine["backend"] == "static":
             folder = static_model_folder(engine["model_identifier"], engine["model_cache_dir"])
             engine.update(model_identifier=str(folder), static_model=static_model_key(folder))
@@ -274,19 +305,13 @@ class TextSemanticDeduplicationWorkflow:
         changes vectors (model, backend, limits, text or id field) embeds
         everything again."""
         fields = [self.text_field] + ([self.id_field] if self.id_field else []) + self.metadata_fields
-        reading, id_column = id_reading_stages(
-            self.input_path, self.input_filetype, 1, self.id_field, self.cache_path, fields, self.input_fingerprint,
-            self.on_bad_record, self.input_extensions,
-        )
-        engine = self._engine_settings()
-        settings = {k: v for k, v in engine.items() if k != "static_model"}
-        # Made only if the phase runs: the handler classes import torch.
-        handler = partial(make_embedding_handler, settings.pop("backend"), settings.pop("model_identifier"),
-                          **{k: v for k, v in settings.items() if v is not None})
+        reading, id_column = self._reading(fields)
+        # With the cascade, the screening model's vectors are clustered.
+        engine = self._engine_settings(self.screening or self.embedding)
         embeddings = f"{self.cache_path}/embeddings"
         details = self.semantic.book.run_partitioned("embedding", [
             *reading,
-            EmbeddingStage(handler, self.text_field, self.embedding_field),
+            EmbeddingStage(handler_maker(engine), self.text_field, self.embedding_field),
             ParquetWriter(embeddings, fields=[id_column, self.embedding_field, *self.metadata_fields]),
         ], f"{self.cache_path}/checkpoints/embedding", self._vector_settings(engine), embeddings)
         if not details["rows"]:  # every input file was empty
@@ -295,3 +320,75 @@ class TextSemanticDeduplicationWorkflow:
                 f"input {self.input_path!r} holds no records to deduplicate; check input_path and input_filetype"
             )
         return details
+
+    def _verify(self, pairwise_key: str) -> tuple[str, str, dict[str, Any]]:
+        """The verify cascade after the pairwise phase (see cascade.py): the
+        candidates embedded with the full model, every candidate pair judged;
+        returns the score rows' folder, their key and the counts."""
+        layout, book = self.semantic.layout, self.semantic.book
+        candidates_key, counts = collect_candidates(book, layout.candidate_pairs, layout.candidates, pairwise_key)
+        reading, id_column = self._reading([self.text_field] + ([self.id_field] if self.id_field else []))
+        full = self._engine_settings(self.embedding)
+        embedded = book.run_partitioned("verify-embedding", [
+            *reading,
+            CandidateRowsStage(layout.candidates, id_column),
+            EmbeddingStage(handler_maker(full), self.text_field, self.embedding_field),
+            ParquetWriter(layout.verify_embeddings, fields=[id_column, self.embedding_field]),
+        ], layout.checkpoint("verify-embedding"), [self._vector_settings(full), candidates_key],
+            layout.verify_embeddings)
+        key = digest([candidates_key, embedded["fingerprint"]])
+        judged = verify_pairs(book, layout.candidate_pairs, layout.verify_embeddings, id_column, self.embedding_field,
+                              layout.verified_scores, key)
+        logger.info("verify cascade: %d candidate pairs of %d documents, embedded with the full model; %d documents "
+                    "have a full-model score", counts["num_candidate_pairs"], counts["num_candidates"],
+                    judged["num_verified_documents"])
+        return layout.verified_scores, key, {**counts, "num_full_model_embedded": embedded["rows"],
+                                             "verify_embeddings_path": layout.verify_embeddings, **judged}
+
+
+def engine_settings(
+    model_identifier: str, backend: str, runtime: str, max_chars: int | None, model_cache_dir: str | None,
+    batch_size: int | None, prefix: str,
+) -> dict[str, Any]:
+    """What makes an embedding handler (see :func:`handler_maker`), for the
+    main model or the cascade's screening one (``prefix``: the parameters'
+    names, for errors). The backend is resolved now, so that vLLM-only options
+    go only to vLLM ("auto" on a machine without a GPU picks sentence-transformers)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"{prefix}backend={backend!r} is not one of {', '.join(map(repr, BACKENDS))}")
+    engine: dict[str, Any] = {
+        "backend": choose_backend(runtime) if backend == "auto" else backend,
+        "model_identifier": model_identifier, "max_chars": max_chars,
+        "model_cache_dir": model_cache_dir, "max_batch_size": batch_size,
+    }
+    if runtime != "torch":  # only then, so that torch runs keep their checkpoints' fingerprint
+        if engine["backend"] != "sentence-transformers":
+            raise ValueError(f"{prefix}runtime={runtime!r} runs sentence-transformers models; "
+                             f"use {prefix}backend='sentence-transformers' (or 'auto')")
+        engine["runtime"] = check_runtime(runtime).name
+    return engine
+
+
+def handler_maker(engine: dict[str, Any]) -> partial:
+    """A function making the handler of ``engine``, called only if a phase
+    runs: the handler classes import torch."""
+    settings = {key: value for key, value in engine.items() if key != "static_model"}
+    return partial(make_embedding_handler, settings.pop("backend"), settings.pop("model_identifier"),
+                   **{k: v for k, v in settings.items() if v is not None})
+
+
+def check_screening(eps: float | None, screening_eps: float | None, cross_cluster: bool,
+                    recall_sample: int | None) -> float:
+    """The cascade's screening threshold (default: ``default_screening_eps(eps)``), checked."""
+    if eps is None:
+        raise ValueError("screening_backend / screening_model_identifier turn on the verify cascade, which judges pairs "
+                         "at eps; set eps")
+    if cross_cluster or recall_sample:
+        raise ValueError("the verify cascade compares documents within clusters and measures no recall of its own; "
+                         "drop cross_cluster / recall_sample, or the screening model")
+    if screening_eps is None:
+        return default_screening_eps(eps)
+    if not eps <= screening_eps < 1:
+        raise ValueError(f"screening_eps must be in [eps, 1) (eps is {eps}), got {screening_eps}; the screening "
+                         "model proposes pairs at 1 - screening_eps, looser than the full model's 1 - eps")
+    return screening_eps

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -43,6 +43,7 @@ from beam_curator.workflows.semantic.id_check import (
     bucket_count,
     raise_if_repeated,
 )
+from beam_curator.workflows.semantic.cascade import CandidatePairsStage
 from beam_curator.workflows.semantic.layout import CacheLayout, parquet_files
 from beam_curator.workflows.semantic.pairwise_phase import ClusterPairwiseStage, ClusterScoresWriter, PairwiseSettings
 from beam_curator.workflows.parameters import (
@@ -131,6 +132,7 @@ class SemanticDeduplicationWorkflow:
         runner: str | None = "local",
         beam_args: list[str] | None = None,
         _results_folder: str = "",
+        _screening_eps: float | None = None,
         **runner_settings: object,
     ) -> None:
         owner = type(self).__name__
@@ -190,6 +192,9 @@ class SemanticDeduplicationWorkflow:
         if recall_sample is not None and recall_sample < 2:
             raise ValueError(f"recall_sample must be at least 2 documents (or None: no recall measured), not {recall_sample}")
         self.recall_sample = recall_sample
+        # The text workflow's verify cascade: these vectors are the screening model's, and the
+        # pairwise phase writes candidate pairs at 1 - screening_eps (see cascade.py).
+        self.screening_eps = _screening_eps
         self.book = PhaseBook(
             self.layout.checkpoint("phases"), BeamSettings(runner, list(beam_args or []), runner_settings),
             {"cache": self.layout.cache_path, "output": self.layout.output_path}, logger,
@@ -208,10 +213,15 @@ class SemanticDeduplicationWorkflow:
         metadata["total_time"] = time.monotonic() - started
         return WorkflowResult(metadata)
 
-    def run_phases(self, input_key: str | None = None) -> dict[str, Any]:
+    def run_phases(
+        self, input_key: str | None = None, verify: Callable[[str], tuple[str, str, dict[str, Any]]] | None = None,
+    ) -> dict[str, Any]:
         """Every phase after embedding. ``input_key`` stands for the embeddings'
         content when the caller produced them (the embedding phase's
-        fingerprint); otherwise the files are fingerprinted here."""
+        fingerprint); otherwise the files are fingerprinted here. ``verify``
+        (the text workflow's cascade) turns the pairwise phase's key into the
+        folder of score rows identification reads, their key, and what to
+        report."""
         if input_key is None:
             check_writable_folders({"output_path": self.layout.output_path, "cache_path": self.layout.cache_path})
         folders = self.input_path if isinstance(self.input_path, list) else [self.input_path]
@@ -226,6 +236,11 @@ class SemanticDeduplicationWorkflow:
             "kmeans_results_path": self.layout.kmeans_results,
             "pairwise_results_path": self.layout.pairwise_results,
         }
+        scores, scores_key = self.layout.pairwise_results, pairwise_key
+        if verify is not None:
+            with self.book.timed("verification"):
+                scores, scores_key, verified = verify(pairwise_key)
+            metadata.update(verified, pairwise_results_path=self.layout.candidate_pairs)
         if self.recall_sample:
             from beam_curator.workflows.semantic.recall_phase import RECALL_EPS, measure_recall
 
@@ -237,8 +252,8 @@ class SemanticDeduplicationWorkflow:
                 )
                 metadata["recall_path"] = self.layout.recall
         with self.book.timed("identification"):
-            metadata.update(self._identify(pairwise_key))
-        for phase in ("kmeans", "pairwise", "recall", "identification"):
+            metadata.update(self._identify(scores_key, scores))
+        for phase in ("kmeans", "pairwise", "verification", "recall", "identification"):
             metadata[f"{phase}_time"] = self.book.times.get(phase, 0.0)
         metadata["phases_run"] = list(self.book.ran)
         return metadata
@@ -317,12 +332,14 @@ class SemanticDeduplicationWorkflow:
         self.book.mark_done("kmeans-fit", key, [self.layout.centroids], settings=asdict(self.kmeans))
 
     def _pairwise(self, cluster_key: str, files: list[str]) -> str:
-        key = digest([cluster_key, asdict(self.pairwise)])
+        cascade = self.screening_eps is not None
+        results = self.layout.candidate_pairs if cascade else self.layout.pairwise_results
+        key = digest([cluster_key, asdict(self.pairwise), *([self.screening_eps] if cascade else [])])
         if self.book.is_done("pairwise", key):
-            logger.info("pairwise: results complete, reusing %s", self.layout.pairwise_results)
+            logger.info("pairwise: results complete, reusing %s", results)
             return key
         if not self.book.is_done("pairwise-started", key):  # new clusters or settings: drop old scores
-            for stale in (self.layout.pairwise_results, self.layout.checkpoint("pairwise")):
+            for stale in (self.layout.pairwise_results, self.layout.candidate_pairs, self.layout.checkpoint("pairwise")):
                 remove_tree(stale)
             self.book.mark_done("pairwise-started", key)
         visitors = self.layout.visitors if self.pairwise.cross_cluster else None
@@ -331,15 +348,15 @@ class SemanticDeduplicationWorkflow:
         recorded = self.book.details("kmeans").get("ranges")
         ranges = ([(low, high) for low, high in recorded] if recorded else
                   cluster_ranges(self.kmeans.n_clusters, count_rows(files, self.id_field, self.embedding_field)))
+        scoring = (CandidatePairsStage(self.layout.by_nearest_center, self.pairwise, 1 - self.screening_eps) if cascade
+                   else ClusterPairwiseStage(self.layout.by_nearest_center, visitors, self.pairwise))
         self.book.run_stages("pairwise", [
-            ListClusterRangesStage(ranges),
-            ClusterPairwiseStage(self.layout.by_nearest_center, visitors, self.pairwise),
-            ClusterScoresWriter(self.layout.pairwise_results),
+            ListClusterRangesStage(ranges), scoring, ClusterScoresWriter(results),
         ], self.layout.checkpoint("pairwise"))
-        self.book.mark_done("pairwise", key, [self.layout.pairwise_results])
+        self.book.mark_done("pairwise", key, [results])
         return key
 
-    def _identify(self, pairwise_key: str) -> dict[str, Any]:
+    def _identify(self, pairwise_key: str, scores: str) -> dict[str, Any]:
         """Duplicates at eps, or the analysis when eps is None. Reused while the
         scores, eps and output stay the same, so that a rerun rewrites nothing
         (and the removal phase, keyed on the duplicates, is skipped too)."""
@@ -351,11 +368,11 @@ class SemanticDeduplicationWorkflow:
         from beam_curator.workflows.semantic.identification import identify, write_analysis  # imports torch
 
         if self.eps is None:
-            write_analysis(self.layout.pairwise_results, self.pairwise.which_to_keep, self.layout.analysis)
+            write_analysis(scores, self.pairwise.which_to_keep, self.layout.analysis)
             results: dict[str, Any] = {"analysis_path": self.layout.analysis}
             logger.info("eps is None: duplicates not identified; see %s to choose eps", self.layout.analysis)
         else:
-            count = identify(self.layout.pairwise_results, self.eps, self.pairwise.which_to_keep, self.layout.duplicates,
+            count = identify(scores, self.eps, self.pairwise.which_to_keep, self.layout.duplicates,
                              self.layout.duplicate_pairs, self.duplicates_row_groups)
             results = {"num_duplicates": count, "duplicates_path": self.layout.duplicates,
                        "duplicate_pairs_path": self.layout.duplicate_pairs}
