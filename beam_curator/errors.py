@@ -10,10 +10,13 @@ every layer may raise one.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 from urllib.parse import urlsplit
+
+_Result = TypeVar("_Result")
 
 
 class CuratorError(Exception):
@@ -109,6 +112,27 @@ def unreachable_store_in(error: BaseException) -> ObjectStoreUnreachableError | 
                 "the same command (finished partitions are kept)"
             )
     return None
+
+
+def store_outages_named(run: Callable[..., _Result]) -> Callable[..., _Result]:
+    """Wraps a workflow's ``run``: an S3 client's connection failure raised in
+    the driver (listing, reading a phase's results) comes out as the same
+    ``ObjectStoreUnreachableError`` that ``Pipeline.run`` raises for one inside
+    a Beam stage, naming the endpoint, instead of botocore's own exception."""
+
+    @functools.wraps(run)
+    def named(*args: object, **kwargs: object) -> _Result:
+        try:
+            return run(*args, **kwargs)
+        except CuratorError:
+            raise
+        except Exception as error:
+            found = unreachable_store_in(error)
+            if found is None:
+                raise
+            raise found from error
+
+    return named
 
 
 def interrupted(error: BaseException) -> bool:

@@ -227,6 +227,24 @@ def test_the_cli_says_in_one_line_that_the_store_went_away_and_its_rerun_complet
     assert len(kept) == len(set(kept))
 
 
+def test_a_workflow_whose_store_is_down_raises_the_named_error_from_the_driver(
+    s3_server, s3_bucket: str, s3_env: dict, tmp_path: Path,
+) -> None:
+    """The driver's own S3 calls (here the bucket check before any work) fail as ``Pipeline.run``'s stages do:
+    one ``ObjectStoreUnreachableError`` naming the endpoint, not botocore's exception."""
+    from beam_curator.workflows import ExactDeduplicationWorkflow
+
+    workflow = ExactDeduplicationWorkflow(input_path=f"{s3_bucket}/in", output_path=f"{s3_bucket}/out",
+                                          input_filetype="jsonl", perform_removal=False)
+    s3_server.kill()
+    try:
+        with pytest.raises(ObjectStoreUnreachableError) as raised:
+            workflow.run()
+    finally:
+        s3_server.start()
+    assert str(raised.value).startswith(f"cannot reach the object store at {s3_server.endpoint}")
+
+
 def test_a_rerun_in_the_same_process_sees_objects_added_and_removed_since(
     s3_server, s3_bucket: str, s3_env: dict, tmp_path: Path,
 ) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from beam_curator.errors import CuratorSettingsError
+from beam_curator.errors import CuratorSettingsError, store_outages_named
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io import ParquetWriter
 from beam_curator.stages.io.errors import CuratorInputError
@@ -95,6 +95,7 @@ class PerFileDeduplication:
             {"cache": self.cache_path, "output": self.output_path}, logging.getLogger(type(self).__module__),
         )
 
+    @store_outages_named
     def run(self) -> WorkflowResult:
         """Checks first (a run that fails them creates nothing), then every phase,
         holding the output and cache folders against other runs."""

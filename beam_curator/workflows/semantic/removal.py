@@ -11,6 +11,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from beam_curator.errors import store_outages_named
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io import JsonlReader, JsonlWriter, ParquetReader, ParquetWriter
 from beam_curator.stages.io.errors import CuratorInputError
@@ -229,6 +230,7 @@ class TextDuplicatesRemovalWorkflow:
         """Records in the input now (read again, so exact however often the phase was resumed)."""
         return {"documents_in": count_input_records(self.input_path, self.input_extensions, self.input_filetype)}
 
+    @store_outages_named
     def run(self) -> dict[str, Any]:
         """Returns ``num_documents_kept``, ``num_records_in`` (every record of the input, bad ones
         included), ``num_duplicates_removed`` (the difference: bad records skipped are among them,

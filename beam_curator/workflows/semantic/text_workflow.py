@@ -8,6 +8,7 @@ import time
 from functools import partial
 from typing import Any
 
+from beam_curator.errors import store_outages_named
 from beam_curator.dedup.semantic.ranking import RankingStrategy
 from beam_curator.models import BACKENDS, DEFAULT_MODEL, check_runtime, choose_backend, make_embedding_handler
 from beam_curator.models.distill import static_model_folder, static_model_key
@@ -227,6 +228,7 @@ class TextSemanticDeduplicationWorkflow:
             _results_folder=TEXT_RESULTS_FOLDER, _screening_eps=screening_eps, **self.runner,
         )
 
+    @store_outages_named
     def run(self) -> WorkflowResult:
         """Checks first (nothing is created or cleared by a run that fails them), then, holding the
         output and cache folders against other runs (``wait``: until they are free), every phase."""

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from beam_curator.errors import store_outages_named
 from beam_curator.dedup.semantic.ranking import RankingStrategy
 from beam_curator.stages.io import ParquetReader
 from beam_curator.stages.io.overlap import check_paths
@@ -200,6 +201,7 @@ class SemanticDeduplicationWorkflow:
             {"cache": self.layout.cache_path, "output": self.layout.output_path}, logger,
         )
 
+    @store_outages_named
     def run(self) -> WorkflowResult:
         started = time.monotonic()
         folders = {"output_path": self.layout.output_path, "cache_path": self.layout.cache_path}
