@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from beam_curator import Pipeline
 from beam_curator.checkpoint import open_store
+from beam_curator.dedup import GENERATED_ID
 from beam_curator.runners import pipeline_options
 from beam_curator.stages.io import CuratorInputError, JsonlReader, JsonlReaderStage, JsonlWriter, ParquetReader
 from beam_curator.stages.io.reader import FileReader
@@ -236,9 +237,9 @@ def test_a_run_killed_mid_file_resumes_at_the_first_unfinished_block(tmp_path: P
 
 
 def test_exact_dedup_removes_the_same_documents_when_removal_reads_blocks(tmp_path: Path) -> None:
-    """Hashing reads the file whole, removal in blocks: generated ids must agree
-    across the two, past a blank line and a record without text (skipped by
-    hashing, read by removal)."""
+    """Hashing and removal read blocks, with different fields: generated ids
+    must agree across the two, past a blank line and a record without text
+    (skipped by hashing, read by removal)."""
     texts = [f"text {n % 40}" for n in range(120)]  # the last 80 are copies
     (tmp_path / "input").mkdir()
     path = tmp_path / "input" / "big.jsonl"
@@ -255,3 +256,67 @@ def test_exact_dedup_removes_the_same_documents_when_removal_reads_blocks(tmp_pa
     # Removal reads every field: the record without text, never hashed, is kept.
     first_copies = [{"id": -1, "text": None}, *({"id": n, "text": f"text {n}"} for n in range(40))]
     assert kept[None] == kept[blocksize_for(path, 4)] == first_copies
+
+
+@pytest.mark.parametrize("workflow", ["exact", "fuzzy"])
+def test_the_first_phase_of_a_dedup_reads_a_big_file_in_blocks_and_finds_the_same_copies(
+    tmp_path: Path, workflow: str,
+) -> None:
+    """With ``input_blocksize`` below a file's size, hashing (exact) and minhashing (fuzzy) take one partition per
+    block, so a killed run keeps its finished blocks; the duplicate ids are a whole-file run's, and a rerun with
+    another blocksize on the same folders gives them again."""
+    from beam_curator.workflows import FuzzyDeduplicationWorkflow
+
+    (tmp_path / "input").mkdir()
+    path = tmp_path / "input" / "big.jsonl"
+    texts = [f"document {n % 60} " * 8 + ("" if n < 60 else "!") for n in range(180)]  # copies and near copies
+    path.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
+    first_phase, ids = {"exact": ("exact/hashes", "ExactDuplicateIds"),
+                        "fuzzy": ("MinHashStage", "FuzzyDuplicateIds")}[workflow]
+
+    def run(output: str, blocksize: int | None) -> tuple[list, int]:
+        folder = tmp_path / output
+        settings = dict(input_filetype="jsonl", input_blocksize=blocksize, perform_removal=False, verbose=False)
+        if workflow == "exact":
+            ExactDeduplicationWorkflow(str(folder), str(tmp_path / "input"), **settings).run()
+        else:
+            FuzzyDeduplicationWorkflow(cache_path=str(folder), output_path=str(folder), input_path=str(tmp_path / "input"),
+                                       char_ngrams=20, **settings).run()
+        duplicates = sorted(pq.read_table(folder / ids).column(GENERATED_ID).to_pylist())
+        return duplicates, len(list((folder / first_phase).glob("*.parquet")))
+
+    whole, whole_files = run("whole", None)
+    blocked, blocked_files = run("blocked", blocksize_for(path, 5))
+    again, again_files = run("blocked", blocksize_for(path, 3))
+    assert (whole_files, blocked_files, again_files) == (1, 5, 3)
+    assert whole == blocked == again
+    assert len(whole) >= 60
+
+
+def test_semantic_dedup_embeds_a_big_file_in_blocks_and_removes_the_same_documents(tmp_path: Path) -> None:
+    """Embedding reads one block per partition; as many documents are removed as in a whole-file run, and the kept
+    texts are the same, also when the same cache is rerun with another blocksize. (Which of a text's identical
+    copies is kept may differ: a batch of other texts moves an embedding in its last bits, enough to reorder
+    copies whose distance to the centroid is otherwise equal.)"""
+    from semdedup_helpers import duplicate_ids, kept_rows
+
+    from beam_curator.workflows import TextSemanticDeduplicationWorkflow
+
+    (tmp_path / "input").mkdir()
+    path = tmp_path / "input" / "big.jsonl"
+    topics = ["bread baking", "sea stars", "rust crates", "jazz chords", "glacier retreat", "beekeeping"]
+    path.write_text("".join(json.dumps({"text": f"A note about {topics[n % 6]} number {n % 18}."}) + "\n"
+                            for n in range(72)))  # each text three times
+
+    def run(name: str, blocksize: int | None) -> tuple[list, list]:
+        TextSemanticDeduplicationWorkflow(
+            str(path.parent), str(tmp_path / name / "out"), str(tmp_path / name / "cache"),
+            embedding_backend="sentence-transformers", n_clusters=3, eps=0.01, runner="local",
+            input_filetype="jsonl", output_filetype="jsonl", input_blocksize=blocksize, verbose=False,
+        ).run()
+        rows = kept_rows(tmp_path / name / "out")
+        return len(duplicate_ids(tmp_path / name / "out")), sorted(row["text"] for row in rows)
+
+    whole = run("whole", None)
+    assert whole[0] >= 48 and len(whole[1]) == 72 - whole[0] == len(set(whole[1]))
+    assert run("blocked", blocksize_for(path, 4)) == whole == run("blocked", blocksize_for(path, 3))

@@ -165,13 +165,14 @@ def test_version_and_help_with_every_default(capsys) -> None:
     parser = build_parser()
     for command, sub in parser._subparsers._group_actions[0].choices.items():
         help_text = " ".join(sub.format_help().split())
+        unwrapped = "".join(help_text.split())  # argparse also wraps lines after a hyphen
         for action in sub._actions:
             if isinstance(action, argparse._HelpAction):
                 continue
             assert action.help, f"{command} {action.option_strings or action.dest} has no help"
             if action.option_strings and not action.required:  # required ones have no default
                 shown = " ".join(sub._get_formatter()._get_help_string(action).split()) % {"default": action.default}
-                assert shown in help_text and "default" in shown, f"{command} {action.option_strings}: {shown}"
+                assert "".join(shown.split()) in unwrapped and "default" in shown, f"{command} {action.option_strings}: {shown}"
     sem_help = " ".join(parser._subparsers._group_actions[0].choices["semdedup"].format_help().split())
     assert "k-means clusters (default: 100)" in sem_help and "(default: unset)" in sem_help
 

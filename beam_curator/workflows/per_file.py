@@ -19,7 +19,7 @@ from beam_curator.stages.io import ParquetWriter
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.fingerprint import check_mode
 from beam_curator.workflows.phases import BeamSettings, PhaseBook
-from beam_curator.workflows.semantic.ids import FILE_COLUMN, GENERATED_ID, ROW_COLUMN
+from beam_curator.workflows.semantic.ids import FILE_COLUMN, GENERATED_ID, ROW_COLUMN, places_in_files
 from beam_curator.workflows.parameters import apply_storage_options, set_verbosity
 from beam_curator.workflows.semantic.preflight import checked_text_input
 from beam_curator.workflows.semantic.removal import (
@@ -35,12 +35,16 @@ from beam_curator.workflows.semantic.workflow import WorkflowResult
 ROWS_PER_GROUP = 1 << 16
 
 
-def document_places(source: str, rows: int) -> dict[str, pa.Array]:
-    """The file and row columns of one input file's documents (the path
-    stored once, as a dictionary): which copy is first, and the id generator's ranges."""
+def document_places(source: str, ids: pa.ChunkedArray, id_column: str) -> dict[str, pa.Array]:
+    """The file and row columns of one partition's documents (the path stored
+    once, as a dictionary): which copy is first. With generated ids the row is
+    the one within the whole file, whichever block of it the partition holds;
+    with the user's ids, which rank copies by themselves, the row in the partition."""
+    rows = len(ids)
     return {
         FILE_COLUMN: pa.DictionaryArray.from_arrays(pa.nulls(rows, pa.int32()).fill_null(0), pa.array([source])),
-        ROW_COLUMN: pa.array(range(rows), pa.int64()),
+        ROW_COLUMN: places_in_files(ids.combine_chunks()) if id_column == GENERATED_ID
+        else pa.array(range(rows), pa.int64()),
     }
 
 
@@ -111,12 +115,13 @@ class PerFileDeduplication:
         raise NotImplementedError
 
     def _per_file_phase(self, name: str, stage: ProcessingStage, output: str, settings: object) -> dict[str, Any]:
-        """``stage`` on each input file (id column: ``self.id_column``), its
-        records written to ``output``; the phase book's details."""
+        """``stage`` on each input file (a file larger than ``input_blocksize``:
+        on each of its blocks; id column: ``self.id_column``), its records
+        written to ``output``; the phase book's details."""
         fields = [self.text_field, *filter(None, [self.id_field])]
         reading, _ = id_reading_stages(
             self.input_path, self.input_filetype, 1, self.id_field, self.cache_path, fields, self.input_fingerprint,
-            self.on_bad_record, self.input_extensions,
+            self.on_bad_record, self.input_extensions, blocksize=self.grouping["blocksize"],
         )
         details = self.book.run_partitioned(name, [*reading, stage, HashesWriter(output)],
                                             f"{self.cache_path}/checkpoints/{name}", settings, output)

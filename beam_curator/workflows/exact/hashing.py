@@ -29,11 +29,11 @@ class HashTextStage(ProcessingStage):
 
     def process(self, task: DocumentBatch) -> DocumentBatch:
         table = task.to_pyarrow()
-        (source,) = task._metadata["source_files"]  # the workflow reads one file per partition
+        (source,) = task._metadata["source_files"]  # the workflow reads one file (or one block of it) per partition
         hashed = pa.table({
             self.id_column: table.column(self.id_column),
             HASH_COLUMN: md5_hex_array(table.column(self.text_field)),
-            **document_places(source, table.num_rows),
+            **document_places(source, table.column(self.id_column), self.id_column),
         }).sort_by(HASH_COLUMN)
         result = DocumentBatch(dataset_name=task.dataset_name, data=hashed)
         result._metadata = dict(task._metadata)

@@ -46,8 +46,8 @@ class ExactDeduplicationWorkflow(PerFileDeduplication):
     Parameters follow NeMo Curator's workflow of the same name (``output_path``
     first). ``assign_id=True`` generates ids into ``_curator_dedup_id``;
     ``assign_id=False`` uses the input's ``id_field``. ``input_blocksize`` groups
-    input files for removal, and splits larger ones into blocks (hashing reads one file per partition, so that a
-    changed file is hashed again alone). Ours beside NeMo's: ``cache_path``
+    input files for removal, and splits larger ones into blocks in every phase (hashing otherwise reads one file
+    per partition, so that a changed file is hashed again alone). Ours beside NeMo's: ``cache_path``
     (digests and checkpoints; default ``output_path``), ``output_filetype``,
     ``on_bad_record``, ``input_fingerprint``, ``wait``, ``clear_output``,
     ``verbose`` and the runner settings, as in the semantic workflows.

@@ -72,13 +72,13 @@ class MinHashStage(ProcessingStage):
 
     def process(self, task: DocumentBatch) -> DocumentBatch:
         table = task.to_pyarrow()
-        (source,) = task._metadata["source_files"]  # the workflow reads one file per partition
+        (source,) = task._metadata["source_files"]  # the workflow reads one file (or one block of it) per partition
         values = signatures(table.column(self.text_field).to_pylist(), self.seeds, self.char_ngrams)
         offsets = pa.array(np.arange(0, values.size + 1, values.shape[1], dtype=np.int32))
         result = DocumentBatch(dataset_name=task.dataset_name, data=pa.table({
             self.id_column: table.column(self.id_column),
             MINHASH_FIELD: pa.ListArray.from_arrays(offsets, pa.array(values.ravel())),
-            **document_places(source, table.num_rows),
+            **document_places(source, table.column(self.id_column), self.id_column),
         }))
         result._metadata = dict(task._metadata)
         return result

@@ -94,7 +94,7 @@ class FuzzyDeduplicationWorkflow(PerFileDeduplication):
     take in this process, default half of what is available; a graph that needs
     more goes by star rounds on Beam, and 0 sends every graph there), ``id_field`` (default: generate ids into ``_curator_dedup_id``, as
     NeMo Curator always does), ``files_per_partition`` (removal's grouping instead
-    of ``input_blocksize``; minhashing reads one file per partition), ``output_filetype``, ``on_bad_record``,
+    of ``input_blocksize``; minhashing reads one file per partition, a larger one in blocks), ``output_filetype``, ``on_bad_record``,
     ``input_fingerprint``, ``wait``, ``clear_output``, ``verbose`` and the
     runner settings, as in the other workflows.
     """

@@ -19,9 +19,9 @@ import numpy as np
 import pyarrow as pa
 
 from beam_curator.checkpoint.files import relative_name
+from beam_curator.dedup.semantic.fit_sample import drawn_for_fit, fit_fraction
 from beam_curator.dedup.semantic.kmeans_options import InitOptions
 from beam_curator.dedup.semantic.normalize import l2_normalize
-from beam_curator.dedup.semantic.ranking import uniform_by_id
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io.fingerprint import file_fingerprint
 from beam_curator.stages.io.writer import output_name
@@ -122,7 +122,7 @@ def sample_fraction(files: list[str], total_rows: int, embedding_column: str, se
             f"{files[0]} holds {dims}-dimensional {embedding_column!r} vectors but embedding_dim={settings.embedding_dim}; "
             "set embedding_dim to the model's dimension (or leave it unset)"
         )
-    return min(1.0, settings.max_sample_bytes / (total_rows * dims * 4), settings.fit_data_fraction or 1.0)
+    return fit_fraction(total_rows, dims, settings.max_sample_bytes, settings.fit_data_fraction)
 
 
 class SampleWriter(ProcessingStage):
@@ -144,8 +144,7 @@ class SampleWriter(ProcessingStage):
         self.id_buckets = id_buckets
         self.buckets = buckets
         self.keep = keep
-        # Salted, so that the draw is independent of the seeded ``random`` ranking.
-        self.seed = int.from_bytes(hashlib.sha256(f"kmeans-sample|{seed}".encode()).digest()[:8], "little")
+        self.seed = seed
         self.id_column = id_column
 
     def process(self, task: DocumentBatch) -> FileGroupTask:
@@ -153,7 +152,7 @@ class SampleWriter(ProcessingStage):
         if table.num_rows == 0:
             return written_task(task, self.path, [])
         ids = table.column(self.id_column).to_numpy(zero_copy_only=False)
-        drawn = table.filter(pa.array(uniform_by_id(ids, self.seed) < self.keep)) if self.keep < 1.0 else table
+        drawn = table.filter(pa.array(drawn_for_fit(ids, self.keep, self.seed))) if self.keep < 1.0 else table
         stem = output_name(task)
         url = f"{self.sample}/{stem}.parquet"
         written = [(url, write_cache_parquet(url, drawn), drawn.num_rows)]

@@ -60,6 +60,12 @@ class FileRegistry:
         return files[number], row
 
 
+def places_in_files(ids: pa.Array) -> pa.Array:
+    """The row within its file of each generated id: the same however the file
+    was split into blocks, and counting every physical record before it."""
+    return pc.bit_wise_and(ids, (1 << _ROW_BITS) - 1)
+
+
 class AssignIdsStage(ProcessingStage):
     """Adds ``_curator_dedup_id`` (or checks the user's ``id_field``) and drops the locator columns."""
 

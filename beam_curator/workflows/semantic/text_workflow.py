@@ -284,10 +284,12 @@ class TextSemanticDeduplicationWorkflow:
         return [engine, self.text_field, self.id_field, self.embedding_field, self.metadata_fields]
 
     def _reading(self, fields: list[str]) -> tuple[list, str]:
-        """The input read one file per partition, with its ids (the same ids in every phase)."""
+        """The input read one file per partition, a file larger than
+        ``input_blocksize`` one block per partition, with its ids (the same ids
+        in every phase, however a file is split)."""
         return id_reading_stages(
             self.input_path, self.input_filetype, 1, self.id_field, self.cache_path, fields, self.input_fingerprint,
-            self.on_bad_record, self.input_extensions,
+            self.on_bad_record, self.input_extensions, blocksize=self.grouping["blocksize"],
         )
 
     def _engine_settings(self, engine: dict[str, Any]) -> dict[str, Any]:
