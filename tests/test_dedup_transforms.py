@@ -18,7 +18,7 @@ from apache_beam.transforms.periodicsequence import PeriodicImpulse
 
 from beam_curator.data import sample_corpus_path
 from beam_curator.tasks import DocumentBatch
-from beam_curator.transforms import ExactDedup, FuzzyDedup
+from beam_curator.transforms import ExactDedup, FuzzyDedup, SemanticDedup
 from beam_curator.transforms.star_components import StarComponents
 from beam_curator.workflows import ExactDeduplicationWorkflow, FuzzyDeduplicationWorkflow
 
@@ -128,6 +128,16 @@ def test_unbounded_input_is_refused_when_the_pipeline_is_built(transform: type) 
         ticks | transform(id_field="doc_id")
     with pytest.raises(ValueError, match="text_field must name a field"):
         transform(text_field="")
+
+
+@pytest.mark.parametrize("transform", [ExactDedup(id_field="doc_id"), FuzzyDedup(id_field="doc_id"),
+                                       SemanticDedup(id_field="doc_id", embedding_field="embeddings")])
+def test_beams_dask_runner_is_refused_when_the_pipeline_is_built(transform: beam.PTransform) -> None:
+    """It would compute only the last branch of the transform's steps: documents lost without an error."""
+    dask_runner = pytest.importorskip("apache_beam.runners.dask.dask_runner", reason="the dask extra is not installed")
+    pipeline = beam.Pipeline(runner=dask_runner.DaskRunner())
+    with pytest.raises(ValueError, match="cannot run on Beam's DaskRunner.*run the dedup workflows"):
+        pipeline | beam.Create([{"doc_id": 1, "text": "a", "embeddings": [1.0]}]) | transform
 
 
 @pytest.mark.parametrize(("documents", "message"), [

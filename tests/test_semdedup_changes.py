@@ -20,6 +20,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 from semdedup_helpers import (  # noqa: E402
+    NOTES,
     captured_logs,
     duplicate_ids,
     kept_rows,
@@ -30,14 +31,6 @@ from semdedup_helpers import (  # noqa: E402
 from beam_curator.workflows import TextSemanticDeduplicationWorkflow  # noqa: E402
 
 EMBEDDED = re.compile(r"embedding: (\d+) partitions pending, (\d+) skipped as complete")
-NOTES = [
-    "A short note on sourdough bread baking, written for beginners.",
-    "Tide pools and sea stars along a rocky northern coast.",
-    "Compiling Rust crates with features and build scripts.",
-    "Jazz chord voicings for the left hand on the piano.",
-    "Alpine glacier retreat measured over forty summers.",
-    "Beekeeping in winter: keeping a colony warm and fed.",
-]
 
 
 def corpus() -> dict[str, list[dict]]:

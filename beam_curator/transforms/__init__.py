@@ -1,17 +1,21 @@
 """Beam adapters: stages as DoFns and PTransforms."""
 
 from beam_curator.transforms.curator_stages import CuratorStages, locate_source_and_sink
+from beam_curator.transforms.dedup_documents import DedupOutputs
 from beam_curator.transforms.exact_dedup import ExactDedup
 from beam_curator.transforms.fuzzy_dedup import FuzzyDedup
 from beam_curator.transforms.refusals import PipelineChangedError, PipelineDefinitionError
+from beam_curator.transforms.semantic_dedup import SemanticDedup
 from beam_curator.transforms.task_coder import TaskCoder  # importing it registers it for every Task PCollection
 
 __all__ = [
     "CuratorStages",
+    "DedupOutputs",
     "ExactDedup",
     "FuzzyDedup",
     "PipelineChangedError",
     "PipelineDefinitionError",
+    "SemanticDedup",
     "TaskCoder",
     "locate_source_and_sink",
 ]

@@ -29,11 +29,14 @@ from beam_curator.dedup.exact import HASH_COLUMN, later_copies, md5_hex, md5_hex
 from beam_curator.tasks import DocumentBatch, Task
 from beam_curator.transforms.dedup_documents import (
     DUPLICATE_OF,
+    KEPT,
     REMOVED,
     SIMILARITY,
+    DedupOutputs,
     check_field_names,
+    check_input,
     field_of,
-    refuse_unbounded,
+    kept_and_removed,
     removed_form,
     removed_type,
     text_of,
@@ -48,8 +51,8 @@ class ExactDedup(beam.PTransform):
     Takes a bounded PCollection of dicts, schema'd ``beam.Row``s or
     ``DocumentBatch`` tasks, each document with a unique ``id_field`` (all
     integers or all strings; the default is NeMo Curator's name, the one the
-    workflows generate) and a string ``text_field``. Gives the outputs of a
-    ``ParDo.with_outputs``: ``.kept``, the kept documents as they came (a
+    workflows generate) and a string ``text_field``. Gives two outputs
+    (``DedupOutputs``): ``.kept``, the kept documents as they came (a
     batch with its removed rows dropped), and ``.removed``, the others, each
     with two more fields: ``duplicate_of``, the id of the kept copy, and
     ``similarity``, 1.0.
@@ -61,8 +64,8 @@ class ExactDedup(beam.PTransform):
         self.id_field = id_field
         self.text_field = text_field
 
-    def expand(self, documents: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
-        refuse_unbounded(documents, _NAME)
+    def expand(self, documents: beam.PCollection) -> DedupOutputs:
+        check_input(documents, _NAME)
         if isinstance(documents.element_type, type) and issubclass(documents.element_type, Task):
             return self._batches(documents)
         grouped = (
@@ -70,16 +73,13 @@ class ExactDedup(beam.PTransform):
             | "KeyByDigest" >> beam.Map(self._keyed)
             | "GroupCopies" >> beam.GroupByKey()
         )
-        results = grouped | "KeepSmallestId" >> beam.ParDo(_KeepSmallestId(self.id_field)).with_outputs(
-            REMOVED, main="kept")
-        results.kept.element_type = documents.element_type
-        results.removed.element_type = removed_type(documents.element_type, self.id_field)
-        return results
+        tagged = grouped | "KeepSmallestId" >> beam.ParDo(_KeepSmallestId(self.id_field))
+        return kept_and_removed(tagged, documents.element_type, removed_type(documents.element_type, self.id_field))
 
     def _keyed(self, document: Any) -> tuple[str, Any]:
         return md5_hex(text_of(document, self.text_field, _NAME)), document
 
-    def _batches(self, batches: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
+    def _batches(self, batches: beam.PCollection) -> DedupOutputs:
         keyed = batches | "KeyBatches" >> beam.Map(lambda batch: (uuid.uuid4().hex, batch))
         later = (
             keyed
@@ -88,10 +88,8 @@ class ExactDedup(beam.PTransform):
             | "LaterRows" >> beam.FlatMap(self._later_rows)
         )
         joined = {"batch": keyed, "later": later} | "MeetTheirBatch" >> beam.CoGroupByKey()
-        results = joined | "DropLaterRows" >> beam.ParDo(_DropLaterRows(self.id_field)).with_outputs(
-            REMOVED, main="kept")
-        results.kept.element_type = results.removed.element_type = batches.element_type
-        return results
+        tagged = joined | "DropLaterRows" >> beam.ParDo(_DropLaterRows(self.id_field))
+        return kept_and_removed(tagged, batches.element_type, batches.element_type)
 
     def _row_records(self, keyed: tuple[str, Task]) -> Iterator[tuple[str, tuple[Any, str, int]]]:
         """``(digest, (id, batch key, row))`` of each row of a batch."""
@@ -144,8 +142,8 @@ def kept_ids(digest: str, ids: list[Any], id_field: str) -> dict[Any, Any]:
 
 
 class _KeepSmallestId(beam.DoFn):
-    """The copies of one text in; the kept one to the main output, the others,
-    each with the id of the kept one, to ``removed``."""
+    """The copies of one text in; the kept one tagged ``kept``, the others,
+    each with the id of the kept one, ``removed``."""
 
     def __init__(self, id_field: str) -> None:
         self.id_field = id_field
@@ -157,15 +155,15 @@ class _KeepSmallestId(beam.DoFn):
         for copy in copies:
             copy_id = field_of(copy, self.id_field, "id_field", _NAME)
             if copy_id in kept_of:
-                yield beam.pvalue.TaggedOutput(REMOVED, removed_form(copy, kept_of[copy_id], 1.0))
+                yield REMOVED, removed_form(copy, kept_of[copy_id], 1.0)
             else:
-                yield copy
+                yield KEPT, copy
 
 
 class _DropLaterRows(beam.DoFn):
-    """A batch and its later copies' rows in; the batch without them to the
-    main output, those rows (with ``duplicate_of`` and ``similarity``) as a
-    batch of their own to ``removed``."""
+    """A batch and its later copies' rows in; the batch without them tagged
+    ``kept``, those rows (with ``duplicate_of`` and ``similarity``) as a
+    batch of their own tagged ``removed``."""
 
     def __init__(self, id_field: str) -> None:
         self.id_field = id_field
@@ -175,7 +173,7 @@ class _DropLaterRows(beam.DoFn):
         (batch,) = sides["batch"]
         later = dict(sides["later"])
         if not later:
-            yield batch
+            yield KEPT, batch
             return
         table = batch.to_pyarrow()
         taken = [name for name in (DUPLICATE_OF, SIMILARITY) if name in table.column_names]
@@ -184,9 +182,9 @@ class _DropLaterRows(beam.DoFn):
                              "duplicates: rename them before deduplicating")
         rows = sorted(later)
         dropped = pa.array([row in later for row in range(table.num_rows)])
-        yield dataclasses.replace(batch, data=table.filter(pc.invert(dropped)))
+        yield KEPT, dataclasses.replace(batch, data=table.filter(pc.invert(dropped)))
         id_type = table.schema.field(self.id_field).type
         removed = (table.take(rows)
                    .append_column(DUPLICATE_OF, pa.array([later[row] for row in rows], id_type))
                    .append_column(SIMILARITY, pa.array([1.0] * len(rows))))
-        yield beam.pvalue.TaggedOutput(REMOVED, dataclasses.replace(batch, data=removed, _credits={}))
+        yield REMOVED, dataclasses.replace(batch, data=removed, _credits={})

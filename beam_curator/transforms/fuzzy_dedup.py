@@ -22,18 +22,22 @@ from beam_curator.dedup import GENERATED_ID
 from beam_curator.dedup.fuzzy.lsh import band_keys
 from beam_curator.dedup.fuzzy.minhash import permutation_seeds, signatures
 from beam_curator.transforms.dedup_documents import (
+    KEPT,
     REMOVED,
+    DedupOutputs,
     check_field_names,
+    check_input,
     field_of,
-    refuse_unbounded,
+    kept_and_removed,
     removed_form,
     removed_type,
+    split_by_tag,
     text_of,
 )
 from beam_curator.transforms.star_components import StarComponents
 
 _NAME = "FuzzyDedup"
-_BANDS = "bands"
+_SIGNED, _BANDS = "signed", "bands"
 
 
 class FuzzyDedup(beam.PTransform):
@@ -66,33 +70,31 @@ class FuzzyDedup(beam.PTransform):
         self.minhashes_per_band = minhashes_per_band
         self.components = StarComponents(star_rounds, _NAME)
 
-    def expand(self, documents: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
-        refuse_unbounded(documents, _NAME)
-        signed = (documents
-                  | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=1024)
-                  | "Sign" >> beam.FlatMap(self._signed).with_outputs(_BANDS, main="signed"))
-        joins = (signed.bands
+    def expand(self, documents: beam.PCollection) -> DedupOutputs:
+        check_input(documents, _NAME)
+        signed = split_by_tag(documents
+                              | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=1024)
+                              | "Sign" >> beam.FlatMap(self._signed), [_SIGNED, _BANDS], "Take")
+        joins = (signed[_BANDS]
                  | "GroupBuckets" >> beam.GroupByKey()
                  | "JoinToLeast" >> beam.FlatMap(_joins_to_least))
         later = (joins
                  | "Components" >> self.components
                  | "LaterMembers" >> beam.Filter(lambda label: label[0] != label[1]))
         kept_signatures = (
-            {"signed": signed.signed, "members": later | "ByLeast" >> beam.Map(lambda label: (label[1], label[0]))}
+            {"signed": signed[_SIGNED], "members": later | "ByLeast" >> beam.Map(lambda label: (label[1], label[0]))}
             | "MeetKept" >> beam.CoGroupByKey()
             | "KeptSignatures" >> beam.FlatMap(_kept_signature_to_members)
         )
-        results = (
-            {"signed": signed.signed, "kept": kept_signatures}
+        tagged = (
+            {"signed": signed[_SIGNED], "kept": kept_signatures}
             | "MeetDocuments" >> beam.CoGroupByKey()
-            | "Split" >> beam.FlatMap(_split, self.id_field).with_outputs(REMOVED, main="kept")
+            | "Split" >> beam.FlatMap(_split, self.id_field)
         )
-        results.kept.element_type = documents.element_type
-        results.removed.element_type = removed_type(documents.element_type, self.id_field)
-        return results
+        return kept_and_removed(tagged, documents.element_type, removed_type(documents.element_type, self.id_field))
 
     def _signed(self, batch: list[Any]) -> Iterator[Any]:
-        """Each document keyed by its id with its signature; each band key with the id, to ``bands``."""
+        """Each document keyed by its id with its signature, tagged ``signed``; each band key with the id, ``bands``."""
         texts, ids = [], []
         for document in batch:
             texts.append(text_of(document, self.text_field, _NAME))
@@ -100,9 +102,9 @@ class FuzzyDedup(beam.PTransform):
         values = signatures(texts, self.seeds, self.char_ngrams)
         keys, _ = band_keys(values, range(self.num_bands), self.minhashes_per_band)
         for row, (document, document_id) in enumerate(zip(batch, ids)):
-            yield document_id, (document, values[row])
+            yield _SIGNED, (document_id, (document, values[row]))
             for band in range(self.num_bands):
-                yield beam.pvalue.TaggedOutput(_BANDS, (keys[band * len(batch) + row].tobytes(), document_id))
+                yield _BANDS, (keys[band * len(batch) + row].tobytes(), document_id)
 
 
 def _joins_to_least(bucket: tuple[bytes, Iterable[Any]]) -> Iterator[tuple[Any, Any]]:
@@ -130,8 +132,8 @@ def _split(joined: tuple[Any, dict[str, Iterable[Any]]], id_field: str) -> Itera
     ((document, signature),) = signed
     kept = list(sides["kept"])  # one (least id, signature) for a later member of a group, none otherwise
     if not kept:
-        yield document
+        yield KEPT, document
         return
     ((least, kept_signature),) = kept
     similarity = float(np.mean(np.asarray(signature) == np.asarray(kept_signature)))
-    yield beam.pvalue.TaggedOutput(REMOVED, removed_form(document, least, similarity))
+    yield REMOVED, removed_form(document, least, similarity)

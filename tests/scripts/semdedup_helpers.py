@@ -25,6 +25,16 @@ TOPICS = (
 )
 
 
+# Six short texts on unrelated topics: no two are near duplicates.
+NOTES = [
+    "A short note on sourdough bread baking, written for beginners.",
+    "Tide pools and sea stars along a rocky northern coast.",
+    "Compiling Rust crates with features and build scripts.",
+    "Jazz chord voicings for the left hand on the piano.",
+    "Alpine glacier retreat measured over forty summers.",
+    "Beekeeping in winter: keeping a colony warm and fed.",
+]
+
 def short_notes(topics: tuple[str, ...] = TOPICS) -> list[dict]:
     """One short text per topic, ids ``d0, d1...``: no two are near-duplicates."""
     return [{"doc_id": f"d{i}", "text": f"A short note on {topic}, written for beginners."} for i, topic in enumerate(topics)]

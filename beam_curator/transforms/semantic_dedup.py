@@ -1,0 +1,275 @@
+"""``SemanticDedup``: SemDeDup as a PTransform in a user's own pipeline.
+
+The semantic workflow's kernels (``beam_curator.dedup.semantic``) on Beam's
+own steps, nothing collected in the driver:
+
+1. a vector per document: the ``embedding_field`` it carries, or a
+   RunInference of ``model_handler`` on its text;
+2. a combine counts the documents (and their dimensions), which fixes the
+   share drawn for the k-means fit; the draw depends on each id and the seed
+   alone (``fit_sample``), so it is the workflow's draw;
+3. a combine brings the drawn vectors (at most ``kmeans_max_sample_bytes``)
+   to one worker, which fits the centroids on them in id order;
+4. every document is assigned to its nearest centroid in batches, with the
+   centroids as a side input, and grouped by cluster;
+5. each cluster is ranked and scored as the workflow scores it, and a
+   document whose best score against an earlier-ranked one reaches
+   ``1 - eps`` is removed, carrying that document's id and the score;
+6. the documents meet their verdicts by id.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator
+
+import apache_beam as beam
+import numpy as np
+
+from beam_curator.dedup import GENERATED_ID
+from beam_curator.dedup.semantic.fit_sample import drawn_for_fit, fit_fraction
+from beam_curator.dedup.semantic.kmeans_options import InitOptions
+from beam_curator.dedup.semantic.normalize import l2_normalize
+from beam_curator.dedup.semantic.ranking import DISTANCE_METRICS, WHICH_TO_KEEP, as_id_array, rank_keys
+from beam_curator.tasks import Task
+from beam_curator.transforms.dedup_documents import (
+    KEPT,
+    REMOVED,
+    DedupOutputs,
+    check_field_names,
+    check_input,
+    field_of,
+    kept_and_removed,
+    removed_form,
+    removed_type,
+    text_of,
+)
+
+_NAME = "SemanticDedup"
+_ASSIGN_BATCH = 4096  # documents assigned to centroids per kernel call
+
+
+class SemanticDedup(beam.PTransform):
+    """Documents whose embeddings are too similar to an earlier-ranked one's
+    within their k-means cluster (cosine similarity at least ``1 - eps``) removed.
+
+    Takes a bounded PCollection of dicts or schema'd ``beam.Row``s with a
+    unique ``id_field`` (all integers or all strings) and either an
+    ``embedding_field`` holding each document's vector, or a string
+    ``text_field`` that ``model_handler`` embeds: one of the package's
+    handlers (``beam_curator.models.make_embedding_handler``) or any
+    RunInference ``ModelHandler`` that takes a text and returns its vector
+    (as an array, or a ``PredictionResult`` holding one). The other
+    parameters are the semantic workflow's (NeMo Curator's names and
+    defaults); with the same vectors and settings the removed ids are the
+    workflow's. Gives ``.kept`` and ``.removed`` as ``ExactDedup`` does:
+    a removed document's ``duplicate_of`` is the earlier-ranked document it
+    is most similar to, ``similarity`` their cosine similarity.
+    """
+
+    def __init__(
+        self,
+        model_handler: Any = None,
+        *,
+        id_field: str = GENERATED_ID,
+        text_field: str = "text",
+        embedding_field: str | None = None,
+        n_clusters: int = 100,
+        eps: float = 0.01,
+        which_to_keep: str = "hard",
+        distance_metric: str = "cosine",
+        random_state: int = 42,
+        max_iter: int = 300,
+        tol: float = 1e-4,
+        init: str | np.ndarray = "k-means||",
+        n_init: int | str = 1,
+        oversampling_factor: float = 2.0,
+        max_samples_per_batch: int = 1 << 15,
+        fit_data_fraction: float | None = None,
+        kmeans_max_sample_bytes: int = 2 << 30,
+        kmeans_backend: str = "auto",
+        pairwise_batch_size: int = 1024,
+    ) -> None:
+        super().__init__()
+        if (model_handler is None) == (embedding_field is None):
+            raise ValueError(f"{_NAME}: give model_handler (to embed text_field) or embedding_field (vectors the "
+                             "documents carry), not both or neither")
+        check_field_names(_NAME, id_field=id_field, text_field=text_field,
+                          **({} if embedding_field is None else {"embedding_field": embedding_field}))
+        if isinstance(n_clusters, bool) or not isinstance(n_clusters, int) or n_clusters < 1:
+            raise ValueError(f"{_NAME}: n_clusters must be a positive integer, not {n_clusters!r}")
+        if not isinstance(eps, (int, float)) or not 0 <= eps < 1:
+            raise ValueError(f"{_NAME}: eps must be in [0, 1) (documents at cosine similarity >= 1 - eps are "
+                             f"duplicates), not {eps!r}")
+        for parameter, value, allowed in (("which_to_keep", which_to_keep, WHICH_TO_KEEP),
+                                          ("distance_metric", distance_metric, DISTANCE_METRICS)):
+            if value not in allowed:
+                raise ValueError(f"{_NAME}: {parameter} must be one of {list(allowed)}, not {value!r}")
+        for parameter, value in (("max_iter", max_iter), ("pairwise_batch_size", pairwise_batch_size),
+                                 ("kmeans_max_sample_bytes", kmeans_max_sample_bytes)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if parameter == "max_iter" else 1):
+                raise ValueError(f"{_NAME}: {parameter} must be a positive integer, not {value!r}")
+        self.model_handler = model_handler
+        self.id_field, self.text_field, self.embedding_field = id_field, text_field, embedding_field
+        self.n_clusters, self.eps = n_clusters, float(eps)
+        self.which_to_keep, self.distance_metric, self.seed = which_to_keep, distance_metric, random_state
+        self.fit = {"max_iter": max_iter, "tol": tol, "seed": random_state, "backend": kmeans_backend,
+                    "init": InitOptions(init, n_init, oversampling_factor, max_samples_per_batch)}
+        self.fit_data_fraction, self.max_sample_bytes = fit_data_fraction, kmeans_max_sample_bytes
+        self.pairwise_batch_size = pairwise_batch_size
+
+    def expand(self, documents: beam.PCollection) -> DedupOutputs:
+        check_input(documents, _NAME)
+        if isinstance(documents.element_type, type) and issubclass(documents.element_type, Task):
+            raise ValueError(f"{_NAME} takes dicts or schema'd beam.Rows, not the package's tasks: deduplicate "
+                             "task batches with the semantic workflow, or turn them into rows first")
+        keyed = documents | "KeyById" >> beam.Map(lambda document: (self._id(document), document))
+        vectors = keyed | "Vectors" >> self._vectors()
+        stats = vectors | "CountDocuments" >> beam.CombineGlobally(_CountAndDims())
+        sample = vectors | "DrawFitSample" >> beam.Filter(self._drawn, stats=beam.pvalue.AsSingleton(stats))
+        centroids = (
+            sample
+            | "GatherFitSample" >> beam.combiners.ToList()
+            | "FitCentroids" >> beam.Map(self._fit_centroids, stats=beam.pvalue.AsSingleton(stats))
+        )
+        removals = (
+            vectors
+            | "AssignBatches" >> beam.BatchElements(min_batch_size=1, max_batch_size=_ASSIGN_BATCH)
+            | "NearestCentroid" >> beam.FlatMap(_nearest_centroid, centroids=beam.pvalue.AsSingleton(centroids))
+            | "GroupClusters" >> beam.GroupByKey()
+            | "ScoreClusters" >> beam.FlatMap(self._cluster_duplicates)
+        )
+        joined = {"document": keyed, "duplicate": removals} | "MeetVerdicts" >> beam.CoGroupByKey()
+        tagged = joined | "Verdicts" >> beam.ParDo(_Verdict(self.id_field))
+        return kept_and_removed(tagged, documents.element_type, removed_type(documents.element_type, self.id_field))
+
+    def _id(self, document: Any) -> Any:
+        value = field_of(document, self.id_field, "id_field", _NAME)
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise ValueError(f"{_NAME}: id_field {self.id_field!r} holds {value!r}; give every document a unique "
+                             "integer or string id")
+        return value
+
+    def _vectors(self) -> beam.PTransform:
+        """``(id, float32 vector)`` of each document."""
+        if self.embedding_field is not None:
+            return beam.MapTuple(lambda key, document: (key, _as_vector(
+                field_of(document, self.embedding_field, "embedding_field", _NAME), key, "embedding_field")))
+        from apache_beam.ml.inference.base import KeyedModelHandler, RunInference  # imports torch
+
+        return (
+            "Texts" >> beam.MapTuple(lambda key, document: (key, text_of(document, self.text_field, _NAME)))
+            | "Embed" >> RunInference(KeyedModelHandler(self.model_handler))
+            | "AsVectors" >> beam.MapTuple(lambda key, result: (key, _as_vector(
+                getattr(result, "inference", result), key, "model_handler's result")))
+        )
+
+    def _drawn(self, pair: tuple[Any, np.ndarray], stats: tuple[int, int]) -> bool:
+        count, dims = stats
+        fraction = fit_fraction(count, dims, self.max_sample_bytes, self.fit_data_fraction)
+        return bool(drawn_for_fit([pair[0]], fraction, self.seed)[0])
+
+    def _fit_centroids(self, sample: list[tuple[Any, np.ndarray]], stats: tuple[int, int]) -> np.ndarray | None:
+        """Centroids fitted on the drawn documents in id order (the workflow's
+        order); none for an empty input."""
+        from beam_curator.dedup.semantic.kmeans import fit_kmeans  # imports torch: only on a worker
+
+        count, _ = stats
+        if count == 0:
+            return None
+        if self.n_clusters > count:
+            raise ValueError(f"{_NAME}: n_clusters={self.n_clusters} is more than the {count} documents to "
+                             f"cluster; pass n_clusters <= {count}")
+        if len(sample) < self.n_clusters:
+            raise ValueError(f"{_NAME}: the k-means sample holds {len(sample)} documents, fewer than "
+                             f"n_clusters={self.n_clusters}; raise kmeans_max_sample_bytes or lower n_clusters")
+        ids = as_id_array([key for key, _ in sample])
+        order = np.argsort(ids, kind="stable")
+        matrix = _unit_rows([sample[i] for i in order])
+        return fit_kmeans(matrix, self.n_clusters, **self.fit).centroids
+
+    def _cluster_duplicates(self, cluster: tuple[int, Iterable[tuple]]) -> Iterator[tuple[Any, tuple[Any, float]]]:
+        """``(id, (max_id, score))`` of each document of one cluster scoring at least ``1 - eps``."""
+        from beam_curator.dedup.semantic.pairwise import ID, MAX_ID, SCORE, semdedup_clusters
+
+        _, members = cluster
+        members = list(members)
+        ids = as_id_array([key for key, _, _, _ in members])
+        keys = rank_keys(ids, np.array([cos for _, _, cos, _ in members], np.float32),
+                         np.array([l2 for _, _, _, l2 in members], np.float32),
+                         self.which_to_keep, self.distance_metric, self.seed)
+        unit = _unit_rows([(key, vector) for key, vector, _, _ in members])
+        scores = semdedup_clusters(ids, unit, keys, [0], self.which_to_keep, self.pairwise_batch_size)
+        duplicates = scores[scores[SCORE] >= 1 - self.eps]
+        for document_id, max_id, score in zip(duplicates[ID].tolist(), duplicates[MAX_ID].tolist(),
+                                              duplicates[SCORE].tolist()):
+            yield document_id, (max_id, float(score))
+
+
+def _as_vector(value: Any, document_id: Any, source: str) -> np.ndarray:
+    vector = np.asarray(value, dtype=np.float32)
+    if vector.ndim != 1 or not len(vector):
+        raise ValueError(f"{_NAME}: document {document_id!r}: the {source} is not a vector of numbers "
+                         f"(shape {vector.shape}); give one embedding per document")
+    return vector
+
+
+def _unit_rows(pairs: list[tuple[Any, np.ndarray]]) -> np.ndarray:
+    """The vectors of ``(id, vector)`` pairs as unit float32 rows; vectors of
+    different lengths, or zero or non-finite ones, are errors naming the ids."""
+    ids = [key for key, _ in pairs]
+    lengths = {len(vector) for _, vector in pairs}
+    if len(lengths) > 1:
+        raise ValueError(f"{_NAME}: the documents' vectors have different lengths {sorted(lengths)}; embed every "
+                         "document with one model")
+    return l2_normalize(np.stack([vector for _, vector in pairs]) if pairs else np.empty((0, 0), np.float32), ids,
+                        in_place=True)
+
+
+def _nearest_centroid(batch: list[tuple[Any, np.ndarray]], centroids: np.ndarray | None) -> Iterator[tuple]:
+    """``(cluster, (id, vector, cosine distance, l2 distance))`` of each document
+    of a batch (vectors as given: the scoring normalises them itself, as the
+    workflow does)."""
+    from beam_curator.dedup.semantic.kmeans import assign  # imports torch: only on a worker
+
+    found = assign(_unit_rows(batch), centroids)
+    for (key, vector), label, cos, l2 in zip(batch, found.labels.tolist(), found.cosine_dist_to_cent.tolist(),
+                                            found.l2_dist_to_cent.tolist()):
+        yield label, (key, vector, cos, l2)
+
+
+class _CountAndDims(beam.CombineFn):
+    """How many ``(id, vector)`` pairs there are, and the length of their vectors."""
+
+    def create_accumulator(self) -> tuple[int, int]:
+        return 0, 0
+
+    def add_input(self, accumulator: tuple[int, int], pair: tuple[Any, np.ndarray]) -> tuple[int, int]:
+        return accumulator[0] + 1, len(pair[1])
+
+    def merge_accumulators(self, accumulators: Iterable[tuple[int, int]]) -> tuple[int, int]:
+        counted = list(accumulators)
+        return sum(count for count, _ in counted), max((dims for _, dims in counted), default=0)
+
+    def extract_output(self, accumulator: tuple[int, int]) -> tuple[int, int]:
+        return accumulator
+
+
+class _Verdict(beam.DoFn):
+    """A document and its verdict (if any) in; the document tagged ``kept``,
+    or, with ``duplicate_of`` and ``similarity``, ``removed``."""
+
+    def __init__(self, id_field: str) -> None:
+        self.id_field = id_field
+
+    def process(self, joined: tuple[Any, dict[str, Iterable[Any]]]) -> Iterator[Any]:
+        document_id, sides = joined
+        documents, verdicts = list(sides["document"]), list(sides["duplicate"])
+        if len(documents) > 1:
+            raise ValueError(f"{_NAME}: id_field {self.id_field!r} gives the id {document_id!r} to "
+                             f"{len(documents)} documents; ids must be unique")
+        for document in documents:
+            if verdicts:
+                (duplicate_of, similarity), = verdicts
+                yield REMOVED, removed_form(document, duplicate_of, similarity)
+            else:
+                yield KEPT, document

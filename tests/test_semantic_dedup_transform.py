@@ -1,0 +1,181 @@
+"""``SemanticDedup`` in a user's own pipeline: the semantic workflow's
+removed documents (and what each duplicates) for the same vectors and
+settings, whatever the element order, bundles or runner; a real model
+through RunInference; refusals of bad input before or as it is met."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import uuid
+from pathlib import Path
+
+import apache_beam as beam
+import numpy as np
+import pandas as pd
+import pytest
+from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.transforms.periodicsequence import PeriodicImpulse
+
+from beam_curator.runners import pipeline_options
+from beam_curator.transforms import SemanticDedup
+from beam_curator.workflows import SemanticDeduplicationWorkflow
+
+sys.path.insert(0, str(Path(__file__).parent / "scripts"))
+from semdedup_helpers import NOTES, duplicate_ids  # noqa: E402
+
+SETTINGS = {"n_clusters": 6, "eps": 0.02}
+
+
+def vectors_with_near_copies(documents: int = 480, dims: int = 24, seed: int = 5) -> list[dict]:
+    """Documents around 12 topics: most a topic's direction plus wide noise,
+    a quarter near copies (tiny noise) of an earlier document."""
+    rng = np.random.default_rng(seed)
+    topics = rng.normal(size=(12, dims))
+    rows: list[np.ndarray] = []
+    for number in range(documents):
+        if number >= 40 and number % 4 == 0:
+            rows.append(rows[int(rng.integers(0, number))] + rng.normal(scale=0.003, size=dims))
+        else:
+            rows.append(topics[number % 12] + rng.normal(scale=0.6, size=dims))
+    ids = rng.permutation(10 * documents)[:documents]
+    return [{"id": int(i), "embeddings": row.astype(np.float32).tolist()} for i, row in zip(ids, rows)]
+
+
+@pytest.fixture(scope="module")
+def documents() -> list[dict]:
+    return vectors_with_near_copies()
+
+
+def workflow_pairs(documents: list[dict], folder: Path, **settings: object) -> dict[int, tuple[int, float]]:
+    """Each document the semantic workflow removes: the one it duplicates and their score."""
+    (folder / "input").mkdir(parents=True)
+    pd.DataFrame(documents).to_parquet(folder / "input" / "part.parquet")
+    SemanticDeduplicationWorkflow(str(folder / "input"), str(folder / "output"), str(folder / "cache"),
+                                  id_field="id", embedding_field="embeddings", verbose=False, **settings).run()
+    pairs = duplicate_ids(folder / "output")
+    return {int(row.id): (int(row.max_id), float(row.cosine_sim_score)) for row in pairs.itertuples()}
+
+
+@pytest.fixture(scope="module")
+def workflow_removed(documents: list[dict], tmp_path_factory: pytest.TempPathFactory) -> dict[int, tuple[int, float]]:
+    return workflow_pairs(documents, tmp_path_factory.mktemp("semantic"), **SETTINGS)
+
+
+def transform_pairs(documents: list[dict], folder: Path, runner: dict,
+                    **settings: object) -> dict[int, tuple[int, float]]:
+    """What ``SemanticDedup`` removes from ``documents``: each removed one's
+    ``duplicate_of`` and ``similarity``. Every document must come out once,
+    kept or removed, its fields unchanged. Each output element is written to
+    a file of its own, from whichever worker holds it."""
+    with beam.Pipeline(options=pipeline_options(**runner)) as pipeline:
+        result = (pipeline | beam.Create(documents, reshuffle=False) | beam.Reshuffle()
+                  | SemanticDedup(id_field="id", embedding_field="embeddings", **settings))
+        for name, output in (("kept", result.kept), ("removed", result.removed)):
+            output | f"Write{name.title()}" >> beam.Map(write_element, folder / name)
+    written = {name: [json.loads(path.read_text()) for path in (folder / name).glob("*.json")]
+               for name in ("kept", "removed")}
+    given = [{"id": d["id"], "embeddings": d["embeddings"]} for d in written["removed"]]
+    assert sorted(written["kept"] + given, key=lambda d: d["id"]) == sorted(documents, key=lambda d: d["id"])
+    assert all(set(d) == {"id", "embeddings", "duplicate_of", "similarity"} for d in written["removed"])
+    return {d["id"]: (d["duplicate_of"], d["similarity"]) for d in written["removed"]}
+
+
+def write_element(element: dict, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{uuid.uuid4().hex}.json").write_text(json.dumps(element))
+
+
+def test_removed_documents_are_the_workflows_whatever_the_order_or_bundles(
+    documents: list[dict], workflow_removed: dict[int, tuple[int, float]], tmp_path: Path,
+) -> None:
+    assert len(workflow_removed) >= 90  # the near copies, and few others
+    shuffled = list(documents)
+    random.Random(1).shuffle(shuffled)
+    assert_same_removals(transform_pairs(shuffled, tmp_path, {"runner": "local"}, **SETTINGS), workflow_removed)
+
+
+@pytest.mark.parametrize("worker_runner", ["local-multiprocess", "portable"], indirect=True)  # Dask: refused
+def test_runners_with_workers_remove_the_workflows_documents(
+    documents: list[dict], workflow_removed: dict[int, tuple[int, float]], tmp_path: Path, worker_runner: dict,
+) -> None:
+    """Worker processes or an EXTERNAL worker pool: the fit, the assignment and
+    each cluster's scoring run away from the driver."""
+    assert_same_removals(transform_pairs(documents, tmp_path, worker_runner, **SETTINGS), workflow_removed)
+
+
+def assert_same_removals(found: dict[int, tuple[int, float]], expected: dict[int, tuple[int, float]]) -> None:
+    """The same documents removed, each as a duplicate of the same one, at the same similarity."""
+    assert sorted(found) == sorted(expected)
+    assert {key: pair[0] for key, pair in found.items()} == {key: pair[0] for key, pair in expected.items()}
+    assert all(abs(found[key][1] - expected[key][1]) < 1e-6 for key in found)
+    assert all(similarity >= 1 - SETTINGS["eps"] for _, similarity in found.values())
+
+
+def test_another_order_of_keeping_matches_the_workflow_too(documents: list[dict], tmp_path: Path) -> None:
+    settings = {**SETTINGS, "which_to_keep": "random", "distance_metric": "l2", "random_state": 7}
+    expected = workflow_pairs(documents, tmp_path / "workflow", **settings)
+    assert len(expected) >= 90
+    assert_same_removals(transform_pairs(documents, tmp_path, {"runner": "local"}, **settings), expected)
+
+
+def test_a_real_model_through_run_inference_keeps_one_document_of_each_text(tmp_path: Path) -> None:
+    """The bundled sentence-transformers model embeds each document's text;
+    of a text's three copies one is kept, and the others name a copy of it."""
+    from beam_curator.models import make_embedding_handler
+
+    documents = [{"doc_id": f"n{number}-{copy}", "text": note, "lang": "en"}
+                 for copy in range(3) for number, note in enumerate(NOTES)]
+    random.Random(3).shuffle(documents)
+    with beam.Pipeline() as pipeline:
+        result = pipeline | beam.Create(documents) | SemanticDedup(
+            make_embedding_handler("sentence-transformers"), id_field="doc_id", n_clusters=2, eps=0.01)
+        _ = result.kept | "Kept" >> beam.Map(json.dumps) | "WriteKept" >> beam.io.WriteToText(str(tmp_path / "kept"))
+        _ = result.removed | "Removed" >> beam.Map(json.dumps) | "WriteRemoved" >> beam.io.WriteToText(
+            str(tmp_path / "removed"))
+
+    def read(stem: str) -> list[dict]:
+        return [json.loads(line) for path in tmp_path.glob(f"{stem}*") for line in path.read_text().splitlines()]
+
+    kept, removed = read("kept"), read("removed")
+    assert sorted(d["text"] for d in kept) == sorted(NOTES)
+    assert all(set(d) == {"doc_id", "text", "lang"} for d in kept)
+    text_of = {d["doc_id"]: d["text"] for d in documents}
+    assert len(removed) == 12
+    assert all(text_of[d["duplicate_of"]] == d["text"] and d["similarity"] >= 0.99 for d in removed)
+
+
+def test_the_settings_are_checked_when_the_transform_is_made() -> None:
+    with pytest.raises(ValueError, match="give model_handler .* or embedding_field .*not both or neither"):
+        SemanticDedup()
+    with pytest.raises(ValueError, match="not both or neither"):
+        SemanticDedup(object(), embedding_field="embeddings")
+    with pytest.raises(ValueError, match=r"eps must be in \[0, 1\)"):
+        SemanticDedup(embedding_field="embeddings", eps=1.5)
+    with pytest.raises(ValueError, match="which_to_keep must be one of"):
+        SemanticDedup(embedding_field="embeddings", which_to_keep="first")
+    pipeline = beam.Pipeline()
+    ticks = pipeline | PeriodicImpulse(0, 10, 1) | beam.Map(lambda t: {"id": int(t), "embeddings": [1.0]})
+    with pytest.raises(ValueError, match="SemanticDedup takes a bounded PCollection.*unbounded"):
+        ticks | SemanticDedup(id_field="id", embedding_field="embeddings")
+
+
+@pytest.mark.parametrize(("documents", "message"), [
+    ([{"id": 1, "vector": [1.0, 0.0]}], r"no field 'embeddings' \(embedding_field\); its fields are \['id', 'vector'\]"),
+    ([{"id": 1, "embeddings": [1.0, 0.0]}, {"id": 2, "embeddings": [1.0, 0.0, 0.5]}], "different lengths"),
+    ([{"id": 1, "embeddings": [1.0, 0.0]}, {"id": 2, "embeddings": [0.0, 0.0]}], "zero-length or NaN"),
+    ([{"id": 1, "embeddings": [1.0, 0.0]}], r"n_clusters=2 is more than the 1 documents"),
+    ([{"id": None, "embeddings": [1.0, 0.0]}], "give every document a unique integer or string id"),
+])
+def test_bad_documents_fail_naming_what_to_fix(documents: list, message: str) -> None:
+    with pytest.raises(Exception, match=message):
+        with beam.Pipeline() as pipeline:
+            _ = pipeline | beam.Create(documents) | SemanticDedup(id_field="id", embedding_field="embeddings",
+                                                                   n_clusters=2)
+
+
+def test_no_documents_give_no_output_and_no_fit() -> None:
+    with beam.Pipeline() as pipeline:
+        result = pipeline | beam.Create([], reshuffle=False) | SemanticDedup(id_field="id", embedding_field="embeddings")
+        assert_that((result.kept, result.removed) | beam.Flatten(), equal_to([]))
