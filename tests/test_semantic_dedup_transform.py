@@ -5,15 +5,21 @@ through RunInference; refusals of bad input before or as it is met."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import random
+import signal
+import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
 import apache_beam as beam
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms.periodicsequence import PeriodicImpulse
@@ -23,7 +29,7 @@ from beam_curator.transforms import SemanticDedup
 from beam_curator.workflows import SemanticDeduplicationWorkflow
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
-from semdedup_helpers import NOTES, duplicate_ids  # noqa: E402
+from semdedup_helpers import NOTES, captured_logs, duplicate_ids  # noqa: E402
 
 SETTINGS = {"n_clusters": 6, "eps": 0.02}
 
@@ -179,3 +185,95 @@ def test_no_documents_give_no_output_and_no_fit() -> None:
     with beam.Pipeline() as pipeline:
         result = pipeline | beam.Create([], reshuffle=False) | SemanticDedup(id_field="id", embedding_field="embeddings")
         assert_that((result.kept, result.removed) | beam.Flatten(), equal_to([]))
+
+
+def cached_rows(cache: Path) -> list[str]:
+    """The text digests of every finished cache file, once per vector written."""
+    return [digest for path in sorted(cache.rglob("part-*.parquet"))
+            for digest in pq.read_table(path, columns=["text_digest"]).column(0).to_pylist()]
+
+
+def removed_by(output: Path) -> dict[str, str]:
+    return {path.stem: json.loads(path.read_text()) for path in output.glob("*.json")}
+
+
+def test_a_killed_pipelines_rerun_embeds_only_the_texts_not_cached_and_removes_what_a_fresh_run_removes(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL once the cache holds its first vectors; the rerun embeds each
+    remaining text once, and an added file's texts alone; another
+    ``max_chars`` makes another key: everything is embedded again."""
+    from beam_curator.data import sample_corpus_path
+
+    script = Path(__file__).parent / "scripts" / "semantic_transform_run.py"
+    inputs = tmp_path / "input"
+    inputs.mkdir()
+    files = sorted(Path(sample_corpus_path()).glob("*.jsonl"))
+    for path in files[:-1]:
+        (inputs / path.name).write_text(path.read_text())
+    texts = {json.loads(line)["text"] for path in files[:-1] for line in path.read_text().splitlines()}
+
+    def run(cache: Path, output: Path, *extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(script), str(inputs), str(cache), str(output), *extra],
+                              capture_output=True, text=True, timeout=600)
+
+    fresh = run(tmp_path / "fresh-cache", tmp_path / "fresh")
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
+    assert sorted(cached_rows(tmp_path / "fresh-cache")) == sorted({hashlib.sha256(t.encode()).hexdigest()
+                                                                    for t in texts}), "each text embedded once"
+
+    cache = tmp_path / "cache"
+    killed = subprocess.Popen([sys.executable, str(script), str(inputs), str(cache), str(tmp_path / "killed")],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not cached_rows(cache) and killed.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait()
+    before = cached_rows(cache)
+    assert 0 < len(before) < len(texts), "killed while embedding"
+
+    rerun = run(cache, tmp_path / "rerun")
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    after = cached_rows(cache)
+    assert sorted(after) == sorted(cached_rows(tmp_path / "fresh-cache")), "only the texts not cached embedded"
+    assert removed_by(tmp_path / "rerun") == removed_by(tmp_path / "fresh") and removed_by(tmp_path / "fresh")
+
+    (inputs / files[-1].name).write_text(files[-1].read_text())
+    added = {json.loads(line)["text"] for line in files[-1].read_text().splitlines()} - texts
+    assert run(cache, tmp_path / "added").returncode == 0
+    assert len(cached_rows(cache)) == len(after) + len(added)
+
+    assert run(cache, tmp_path / "shorter", "200").returncode == 0
+    assert len(cached_rows(cache)) == len(after) + len(added) + len(texts | added), "another key: all again"
+
+
+def test_a_cache_file_that_does_not_read_or_names_another_key_is_skipped_and_its_texts_embedded_again(
+    tmp_path: Path,
+) -> None:
+    from beam_curator.models import make_embedding_handler
+    from beam_curator.transforms.embedding_cache import KEY_METADATA
+
+    documents = [{"doc_id": f"n{number}-{copy}", "text": note} for copy in range(2) for number, note in enumerate(NOTES)]
+    handler = make_embedding_handler("sentence-transformers")
+
+    def run(name: str) -> tuple[dict[str, str], list[str]]:
+        with captured_logs() as logs, beam.Pipeline() as pipeline:
+            result = pipeline | beam.Create(documents) | SemanticDedup(
+                handler, id_field="doc_id", n_clusters=2, eps=0.01, cache_path=str(tmp_path / "cache"))
+            _ = result.removed | beam.Map(write_element, tmp_path / name)
+        return {d["doc_id"]: d["duplicate_of"] for d in map(json.loads, map(Path.read_text,
+                                                                          (tmp_path / name).glob("*.json")))}, logs
+
+    first, _ = run("first")
+    (written,) = list((tmp_path / "cache").rglob("part-*.parquet"))
+    assert len(first) == 6 and len(cached_rows(tmp_path / "cache")) == 6  # each text embedded once
+    table = pq.read_table(written)
+    pq.write_table(table.replace_schema_metadata({KEY_METADATA: b"another model"}), written.with_name("part-other.parquet"))
+    written.write_bytes(written.read_bytes()[:100])  # damaged
+    again, logs = run("again")
+    assert again == first
+    skipped = [message for message in logs if "embedding cache file" in message]
+    assert len(skipped) == 2 and any("another model or other settings" in message for message in skipped)
+    new = [path for path in (tmp_path / "cache").rglob("part-*.parquet") if path.name not in (written.name, "part-other.parquet")]
+    assert sum(pq.read_metadata(path).num_rows for path in new) == 6, "the six texts embedded again, once each"

@@ -154,6 +154,17 @@ class EmbeddingModelHandler(ModelHandler[str, PredictionResult, M]):
         """The local directory the model is loaded from."""
         return resolve_model(self._model_identifier, self._model_cache_dir)
 
+    def vector_identity(self) -> str:
+        """A digest of what this handler's vectors depend on: its class, its
+        settings and every file of its model folder (resolved here), so that
+        vectors kept by a cache are never reused for another model, another
+        copy of its files, or other settings."""
+        from beam_curator.models.model_cache import build_key
+
+        settings = {name: value for name, value in vars(self).items()
+                    if isinstance(value, (str, int, float, bool, type(None)))}
+        return build_key(self.model_path(), {"handler": type(self).__qualname__, **settings})
+
     def validate_inference_args(self, inference_args: dict[str, Any] | None) -> None:
         if inference_args:
             raise ValueError(

@@ -43,6 +43,7 @@ from beam_curator.transforms.dedup_documents import (
     removed_type,
     text_of,
 )
+from beam_curator.transforms.embedding_cache import EmbedWithCache, cache_folder
 
 _NAME = "SemanticDedup"
 _ASSIGN_BATCH = 4096  # documents assigned to centroids per kernel call
@@ -61,7 +62,11 @@ class SemanticDedup(beam.PTransform):
     (as an array, or a ``PredictionResult`` holding one). The other
     parameters are the semantic workflow's (NeMo Curator's names and
     defaults); with the same vectors and settings the removed ids are the
-    workflow's. Gives ``.kept`` and ``.removed`` as ``ExactDedup`` does:
+    workflow's. ``cache_path`` keeps each text's vector
+    (``embedding_cache``), so that a rerun after a kill or a change embeds
+    only the texts not embedded before; ``cache_key`` names what the vectors
+    depend on, for a handler not the package's (whose model files and
+    settings make the key). Gives ``.kept`` and ``.removed`` as ``ExactDedup`` does:
     a removed document's ``duplicate_of`` is the earlier-ranked document it
     is most similar to, ``similarity`` their cosine similarity.
     """
@@ -88,11 +93,20 @@ class SemanticDedup(beam.PTransform):
         kmeans_max_sample_bytes: int = 2 << 30,
         kmeans_backend: str = "auto",
         pairwise_batch_size: int = 1024,
+        cache_path: str | None = None,
+        cache_key: str | None = None,
     ) -> None:
         super().__init__()
         if (model_handler is None) == (embedding_field is None):
             raise ValueError(f"{_NAME}: give model_handler (to embed text_field) or embedding_field (vectors the "
                              "documents carry), not both or neither")
+        if cache_path is not None and model_handler is None:
+            raise ValueError(f"{_NAME}: cache_path keeps what model_handler embeds; with embedding_field there is "
+                             "nothing to embed: drop cache_path")
+        if cache_path is not None and cache_key is None and not hasattr(model_handler, "vector_identity"):
+            raise ValueError(f"{_NAME}: cache_path with a {type(model_handler).__name__} needs cache_key, a name for "
+                             "what its vectors depend on (model and settings): a cache made under another key is "
+                             "never reused")
         check_field_names(_NAME, id_field=id_field, text_field=text_field,
                           **({} if embedding_field is None else {"embedding_field": embedding_field}))
         if isinstance(n_clusters, bool) or not isinstance(n_clusters, int) or n_clusters < 1:
@@ -116,6 +130,7 @@ class SemanticDedup(beam.PTransform):
                     "init": InitOptions(init, n_init, oversampling_factor, max_samples_per_batch)}
         self.fit_data_fraction, self.max_sample_bytes = fit_data_fraction, kmeans_max_sample_bytes
         self.pairwise_batch_size = pairwise_batch_size
+        self.cache_path, self.cache_key = cache_path, cache_key
 
     def expand(self, documents: beam.PCollection) -> DedupOutputs:
         check_input(documents, _NAME)
@@ -156,9 +171,14 @@ class SemanticDedup(beam.PTransform):
                 field_of(document, self.embedding_field, "embedding_field", _NAME), key, "embedding_field")))
         from apache_beam.ml.inference.base import KeyedModelHandler, RunInference  # imports torch
 
+        if self.cache_path is None:
+            embed = RunInference(KeyedModelHandler(self.model_handler))
+        else:
+            key = self.cache_key or self.model_handler.vector_identity()
+            embed = EmbedWithCache(self.model_handler, cache_folder(self.cache_path, key), key)
         return (
             "Texts" >> beam.MapTuple(lambda key, document: (key, text_of(document, self.text_field, _NAME)))
-            | "Embed" >> RunInference(KeyedModelHandler(self.model_handler))
+            | "Embed" >> embed
             | "AsVectors" >> beam.MapTuple(lambda key, result: (key, _as_vector(
                 getattr(result, "inference", result), key, "model_handler's result")))
         )
