@@ -24,6 +24,7 @@ class TestOnFlink(ClusterChecks):
     engine = "flink"
     package = "pyflink"
     embedded = {"flink_master": "[local]"}
+    killed_phase = "lsh"
 
     def standalone_cluster(self) -> ContextManager[object]:
         from beam_curator.runners.engines import FlinkCluster
@@ -81,9 +82,9 @@ class TestOnFlink(ClusterChecks):
         assert open_store(str(tmp_path / "ckpt")).snapshot().outputs == \
             open_store(str(tmp_path / "fused" / "ckpt")).snapshot().outputs
 
-    @pytest.mark.parametrize("how", ["kill-worker", "kill-driver"])
-    def test_an_interrupted_streaming_stateful_run_resumes_to_the_uninterrupted_output(
-        self, tmp_path: Path, pool: WorkerPool, cluster: object, how: str,
+    def test_a_streaming_stateful_run_whose_worker_is_killed_resumes_to_the_uninterrupted_output(
+        self, tmp_path: Path, pool: WorkerPool, cluster: object,
     ) -> None:
-        """The same interruptions of a run in streaming mode with stateful completion."""
-        self.interrupt_and_rerun(tmp_path, pool, cluster, how, *STREAMING_STATEFUL)
+        """A TaskManager killed under a run in streaming mode with stateful completion (the other
+        interruptions of the driver's run are checked in batch mode)."""
+        self.interrupt_and_rerun(tmp_path, pool, cluster, "kill-worker", *STREAMING_STATEFUL)

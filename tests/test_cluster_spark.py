@@ -20,7 +20,6 @@ class TestOnSpark(ClusterChecks):
     engine = "spark"
     package = "pyspark"
     embedded = {"spark_master_url": "local[2]"}
-    kills_every_phase = False  # Flink's check kills in every phase; Spark's kill paths are its interruption tests'
 
     def standalone_cluster(self) -> ContextManager[object]:
         from beam_curator.runners.engines import SparkCluster

@@ -206,3 +206,27 @@ def test_star_components_label_a_long_chain_by_its_least_id_or_say_to_raise_the_
     with pytest.raises(Exception, match="did not settle in star_rounds=1 rounds.*raise star_rounds"):
         with beam.Pipeline() as pipeline:
             _ = pipeline | beam.Create(chain) | StarComponents(rounds=1, owner="test")
+
+
+def test_star_components_gather_small_keys_and_read_a_hub_in_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of four rows: many keys' rows share a table, and a hub of 30 neighbours is read a batch at a time;
+    the labels are each component's least id, as a union-find over the same edges gives them."""
+    from beam_curator.transforms import star_components
+
+    monkeypatch.setattr(star_components, "NEIGHBORS_PER_BATCH", 4)
+    draw = random.Random(11)
+    edges = [(500, number) for number in range(510, 540)] + [(draw.randrange(200), draw.randrange(200)) for _ in range(150)]
+    parent: dict[int, int] = {}
+
+    def root(node: int) -> int:
+        while parent.setdefault(node, node) != node:
+            node = parent[node]
+        return node
+
+    for x, y in edges:
+        low, high = sorted((root(x), root(y)))
+        parent[high] = low
+    expected = [(node, root(node)) for node in {node for edge in edges for node in edge if edge[0] != edge[1]}]
+    with beam.Pipeline() as pipeline:
+        labels = pipeline | beam.Create(edges) | StarComponents(rounds=10, owner="test")
+        assert_that(labels, equal_to(expected))

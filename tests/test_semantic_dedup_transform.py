@@ -119,11 +119,18 @@ def assert_same_removals(found: dict[int, tuple[int, float]], expected: dict[int
     assert all(similarity >= 1 - SETTINGS["eps"] for _, similarity in found.values())
 
 
-def test_another_order_of_keeping_matches_the_workflow_too(documents: list[dict], tmp_path: Path) -> None:
-    settings = {**SETTINGS, "which_to_keep": "random", "distance_metric": "l2", "random_state": 7}
-    expected = workflow_pairs(documents, tmp_path / "workflow", **settings)
+@pytest.mark.parametrize("order", [{}, {"which_to_keep": "random", "distance_metric": "l2", "random_state": 7}],
+                         ids=["hard-cosine", "random-l2"])
+def test_clusters_scored_in_blocks_remove_the_workflows_documents(
+    documents: list[dict], workflow_removed: dict[int, tuple[int, float]], tmp_path: Path, order: dict,
+) -> None:
+    """Clusters of ~80 documents in blocks of at most 16: each pair of blocks on its own, each document's best
+    match over the pairs; the same removals as the workflow's whole clusters, in either order of keeping."""
+    settings = {**SETTINGS, **order}
+    expected = workflow_pairs(documents, tmp_path / "workflow", **settings) if order else workflow_removed
     assert len(expected) >= 90
-    assert_same_removals(transform_pairs(documents, tmp_path, {"runner": "local"}, **settings), expected)
+    found = transform_pairs(documents, tmp_path / "blocks", {"runner": "local"}, **settings, cluster_block_size=16)
+    assert_same_removals(found, expected)
 
 
 def test_a_real_model_through_run_inference_keeps_one_document_of_each_text(tmp_path: Path) -> None:
@@ -161,6 +168,8 @@ def test_the_settings_are_checked_when_the_transform_is_made() -> None:
         SemanticDedup(embedding_field="embeddings", eps=1.5)
     with pytest.raises(ValueError, match="which_to_keep must be one of"):
         SemanticDedup(embedding_field="embeddings", which_to_keep="first")
+    with pytest.raises(ValueError, match="cluster_block_size must be a positive integer, not 0"):
+        SemanticDedup(embedding_field="embeddings", cluster_block_size=0)
     pipeline = beam.Pipeline()
     ticks = pipeline | PeriodicImpulse(0, 10, 1) | beam.Map(lambda t: {"id": int(t), "embeddings": [1.0]})
     with pytest.raises(ValueError, match="SemanticDedup takes a bounded PCollection.*unbounded"):

@@ -126,7 +126,20 @@ def _quiet_workers() -> Iterator[None]:
 WORKER_EXIT_SECONDS = 60.0
 
 
+def _closing_quietly() -> None:
+    """In a process whose cluster is closing after the run: dask's reports of
+    the connections that close with it are routine (a worker's heartbeat that
+    meets the scheduler's closed stream logs an ERROR with a traceback)."""
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)
+
+
 async def _close_workers(cluster: Any) -> None:
+    if not verbose():
+        from distributed import Client
+
+        _closing_quietly()
+        async with Client(cluster, asynchronous=True) as client:
+            await client.run(_closing_quietly)
     await asyncio.gather(*(worker.close(timeout=WORKER_EXIT_SECONDS) for worker in list(cluster.workers.values())))
 
 

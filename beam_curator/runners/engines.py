@@ -83,8 +83,14 @@ class FlinkCluster(_Cluster):
     """A Flink session cluster: one JobManager, one TaskManager with ``slots`` slots.
 
     ``restart_attempts`` is Flink's fixed-delay restart strategy: a failed
-    task is restarted that many times before the job fails.
+    task is restarted that many times before the job fails. Each blocking
+    shuffle a task writes takes ``SHUFFLE_BUFFERS`` network buffers, not
+    Flink's 512 (16 MiB): with 512, a pipeline of many shuffles (the dedup
+    transforms chained, ``FuzzyDedup``'s star rounds) failed here for want of
+    buffers ("Insufficient number of network buffers").
     """
+
+    SHUFFLE_BUFFERS = 64
 
     def __init__(self, slots: int = 2, restart_attempts: int = 3, taskmanager_memory: str = "1600m") -> None:
         super().__init__()
@@ -113,6 +119,7 @@ class FlinkCluster(_Cluster):
             "taskmanager.numberOfTaskSlots": self.slots, "parallelism.default": self.slots,
             "restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": self.restart_attempts,
             "restart-strategy.fixed-delay.delay": "1 s", "io.tmp.dirs": str(self.folder / "tmp"),
+            "taskmanager.network.sort-shuffle.min-buffers": self.SHUFFLE_BUFFERS,
             "env.java.opts.all": " ".join(JAVA_OPENS),
         }
         (conf / "flink-conf.yaml").write_text("".join(f"{key}: {value}\n" for key, value in settings.items()))

@@ -82,7 +82,8 @@ class FuzzyDedup(beam.PTransform):
                  | "Components" >> self.components
                  | "LaterMembers" >> beam.Filter(lambda label: label[0] != label[1]))
         kept_signatures = (
-            {"signed": signed[_SIGNED], "members": later | "ByLeast" >> beam.Map(lambda label: (label[1], label[0]))}
+            {"signed": signed[_SIGNED] | "SignaturesAlone" >> beam.MapTuple(lambda key, signed: (key, signed[1])),
+             "members": later | "ByLeast" >> beam.Map(lambda label: (label[1], label[0]))}
             | "MeetKept" >> beam.CoGroupByKey()
             | "KeptSignatures" >> beam.FlatMap(_kept_signature_to_members)
         )
@@ -118,7 +119,7 @@ def _joins_to_least(bucket: tuple[bytes, Iterable[Any]]) -> Iterator[tuple[Any, 
 def _kept_signature_to_members(group: tuple[Any, dict[str, Iterable[Any]]]) -> Iterator[tuple[Any, Any]]:
     """A kept document's signature, keyed by each later member of its group."""
     least, sides = group
-    for _, kept_signature in sides["signed"]:
+    for kept_signature in sides["signed"]:
         for member in sides["members"]:
             yield member, (least, kept_signature)
 

@@ -16,6 +16,15 @@ own steps, nothing collected in the driver:
    document whose best score against an earlier-ranked one reaches
    ``1 - eps`` is removed, carrying that document's id and the score;
 6. the documents meet their verdicts by id.
+
+A cluster of more than ``cluster_block_size`` documents is not held whole
+by one worker: a count per cluster splits it into blocks (by a hash of the
+id), each pair of blocks is scored on its own (a block with itself as a
+cluster, two blocks with each other as the cross-cluster pass compares a
+cluster with its visitors), and each document keeps its best match over the
+pairs, ties going to the earlier-ranked document, as within one scan. A
+worker then holds at most two blocks of vectors; each document is sent to as
+many pairs as its cluster has blocks.
 """
 
 from __future__ import annotations
@@ -29,7 +38,14 @@ from beam_curator.dedup import GENERATED_ID
 from beam_curator.dedup.semantic.fit_sample import drawn_for_fit, fit_fraction
 from beam_curator.dedup.semantic.kmeans_options import InitOptions
 from beam_curator.dedup.semantic.normalize import l2_normalize
-from beam_curator.dedup.semantic.ranking import DISTANCE_METRICS, WHICH_TO_KEEP, as_id_array, rank_keys
+from beam_curator.dedup.semantic.ranking import (
+    DISTANCE_METRICS,
+    WHICH_TO_KEEP,
+    as_id_array,
+    is_descending,
+    rank_keys,
+    uniform_by_id,
+)
 from beam_curator.tasks import Task
 from beam_curator.transforms.dedup_documents import (
     KEPT,
@@ -62,7 +78,9 @@ class SemanticDedup(beam.PTransform):
     (as an array, or a ``PredictionResult`` holding one). The other
     parameters are the semantic workflow's (NeMo Curator's names and
     defaults); with the same vectors and settings the removed ids are the
-    workflow's. ``cache_path`` keeps each text's vector
+    workflow's. ``cluster_block_size`` bounds the documents of a cluster one
+    worker holds (a larger cluster is scored by pairs of blocks: see the
+    module docstring). ``cache_path`` keeps each text's vector
     (``embedding_cache``), so that a rerun after a kill or a change embeds
     only the texts not embedded before; ``cache_key`` names what the vectors
     depend on, for a handler not the package's (whose model files and
@@ -93,6 +111,7 @@ class SemanticDedup(beam.PTransform):
         kmeans_max_sample_bytes: int = 2 << 30,
         kmeans_backend: str = "auto",
         pairwise_batch_size: int = 1024,
+        cluster_block_size: int = 1 << 16,
         cache_path: str | None = None,
         cache_key: str | None = None,
     ) -> None:
@@ -119,7 +138,8 @@ class SemanticDedup(beam.PTransform):
             if value not in allowed:
                 raise ValueError(f"{_NAME}: {parameter} must be one of {list(allowed)}, not {value!r}")
         for parameter, value in (("max_iter", max_iter), ("pairwise_batch_size", pairwise_batch_size),
-                                 ("kmeans_max_sample_bytes", kmeans_max_sample_bytes)):
+                                 ("kmeans_max_sample_bytes", kmeans_max_sample_bytes),
+                                 ("cluster_block_size", cluster_block_size)):
             if isinstance(value, bool) or not isinstance(value, int) or value < (0 if parameter == "max_iter" else 1):
                 raise ValueError(f"{_NAME}: {parameter} must be a positive integer, not {value!r}")
         self.model_handler = model_handler
@@ -129,7 +149,7 @@ class SemanticDedup(beam.PTransform):
         self.fit = {"max_iter": max_iter, "tol": tol, "seed": random_state, "backend": kmeans_backend,
                     "init": InitOptions(init, n_init, oversampling_factor, max_samples_per_batch)}
         self.fit_data_fraction, self.max_sample_bytes = fit_data_fraction, kmeans_max_sample_bytes
-        self.pairwise_batch_size = pairwise_batch_size
+        self.pairwise_batch_size, self.block_size = pairwise_batch_size, cluster_block_size
         self.cache_path, self.cache_key = cache_path, cache_key
 
     def expand(self, documents: beam.PCollection) -> DedupOutputs:
@@ -146,12 +166,19 @@ class SemanticDedup(beam.PTransform):
             | "GatherFitSample" >> beam.combiners.ToList()
             | "FitCentroids" >> beam.Map(self._fit_centroids, stats=beam.pvalue.AsSingleton(stats))
         )
-        removals = (
+        assigned = (
             vectors
             | "AssignBatches" >> beam.BatchElements(min_batch_size=1, max_batch_size=_ASSIGN_BATCH)
             | "NearestCentroid" >> beam.FlatMap(_nearest_centroid, centroids=beam.pvalue.AsSingleton(centroids))
-            | "GroupClusters" >> beam.GroupByKey()
-            | "ScoreClusters" >> beam.FlatMap(self._cluster_duplicates)
+        )
+        sizes = assigned | "ClusterSizes" >> beam.combiners.Count.PerKey()
+        removals = (
+            assigned
+            | "ToBlockPairs" >> beam.FlatMap(self._block_pairs, sizes=beam.pvalue.AsDict(sizes))
+            | "GroupBlockPairs" >> beam.GroupByKey()
+            | "ScoreBlockPairs" >> beam.FlatMap(self._pair_duplicates)
+            | "BestMatch" >> beam.CombinePerKey(self._best_match)
+            | "AsVerdicts" >> beam.MapTuple(lambda key, match: (key, (match[1], match[0])))
         )
         joined = {"document": keyed, "duplicate": removals} | "MeetVerdicts" >> beam.CoGroupByKey()
         tagged = joined | "Verdicts" >> beam.ParDo(_Verdict(self.id_field))
@@ -207,22 +234,53 @@ class SemanticDedup(beam.PTransform):
         matrix = _unit_rows([sample[i] for i in order])
         return fit_kmeans(matrix, self.n_clusters, **self.fit).centroids
 
-    def _cluster_duplicates(self, cluster: tuple[int, Iterable[tuple]]) -> Iterator[tuple[Any, tuple[Any, float]]]:
-        """``(id, (max_id, score))`` of each document of one cluster scoring at least ``1 - eps``."""
-        from beam_curator.dedup.semantic.pairwise import ID, MAX_ID, SCORE, semdedup_clusters
+    def _block_pairs(self, member: tuple[int, tuple], sizes: dict[int, int]) -> Iterator[tuple[tuple, tuple]]:
+        """A cluster's member keyed by each pair of blocks it is in: ``(cluster, block, block)`` alone for a
+        cluster of one block, else ``(cluster, low, high)`` with every block of its cluster."""
+        cluster, (key, vector, cos, l2) = member
+        blocks = -(-sizes[cluster] // self.block_size)
+        if blocks == 1:
+            yield (cluster, 0, 0), (0, key, vector, cos, l2)
+            return
+        own = int(uniform_by_id([key], self.seed)[0] * blocks)
+        for other in range(blocks):
+            yield (cluster, min(own, other), max(own, other)), (own, key, vector, cos, l2)
 
-        _, members = cluster
-        members = list(members)
+    def _pair_duplicates(self, pair: tuple[tuple, Iterable[tuple]]) -> Iterator[tuple[Any, tuple]]:
+        """``(id, (score, max_id, max rank key))`` of each document of a block pair whose best earlier match
+        in it scores at least ``1 - eps``: within the block, or across the two blocks."""
+        from beam_curator.dedup.semantic.cross_cluster import cross_cluster_scores
+        from beam_curator.dedup.semantic.pairwise import ID, MAX_ID, MAX_RANK_KEY, SCORE, semdedup_clusters
+
+        (_, low, high), members = pair
+        sides = [[member[1:] for member in members if member[0] == block] for block in sorted({low, high})]
+        ids, unit, keys = zip(*(self._ranked(side) for side in sides))
+        if low == high:
+            scores = semdedup_clusters(ids[0], unit[0], keys[0], [0], self.which_to_keep, self.pairwise_batch_size)
+        else:
+            scores = cross_cluster_scores(ids[0], unit[0], keys[0], ids[1], unit[1], keys[1], self.which_to_keep,
+                                          self.pairwise_batch_size)
+        found = scores[scores[SCORE] >= 1 - self.eps]
+        for document_id, max_id, score, max_key in zip(found[ID].tolist(), found[MAX_ID].tolist(),
+                                                       found[SCORE].tolist(), found[MAX_RANK_KEY].tolist()):
+            yield document_id, (float(score), max_id, max_key)
+
+    def _ranked(self, members: list[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The ids, unit vectors and rank keys of ``(id, vector, cosine distance, l2 distance)`` members."""
         ids = as_id_array([key for key, _, _, _ in members])
         keys = rank_keys(ids, np.array([cos for _, _, cos, _ in members], np.float32),
                          np.array([l2 for _, _, _, l2 in members], np.float32),
                          self.which_to_keep, self.distance_metric, self.seed)
-        unit = _unit_rows([(key, vector) for key, vector, _, _ in members])
-        scores = semdedup_clusters(ids, unit, keys, [0], self.which_to_keep, self.pairwise_batch_size)
-        duplicates = scores[scores[SCORE] >= 1 - self.eps]
-        for document_id, max_id, score in zip(duplicates[ID].tolist(), duplicates[MAX_ID].tolist(),
-                                              duplicates[SCORE].tolist()):
-            yield document_id, (max_id, float(score))
+        return ids, _unit_rows([(key, vector) for key, vector, _, _ in members]), keys
+
+    def _best_match(self, matches: Iterable[tuple[float, Any, float]]) -> tuple[float, Any, float]:
+        """Of ``(score, max_id, max rank key)`` matches, the highest score; of equal ones, the earlier-ranked
+        match (a combine: it takes its own results too)."""
+        found = list(matches)
+        best = max(score for score, _, _ in found)
+        earliest = max if is_descending(self.which_to_keep) else min
+        _, max_id = earliest((key, max_id) for score, max_id, key in found if score == best)
+        return next(match for match in found if match[0] == best and match[1] == max_id)
 
 
 def _as_vector(value: Any, document_id: Any, source: str) -> np.ndarray:
