@@ -246,7 +246,12 @@ def test_a_killed_pipelines_rerun_embeds_only_the_texts_not_cached_and_removes_w
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     after = cached_rows(cache)
     assert sorted(after) == sorted(cached_rows(tmp_path / "fresh-cache")), "only the texts not cached embedded"
-    assert removed_by(tmp_path / "rerun") == removed_by(tmp_path / "fresh") and removed_by(tmp_path / "fresh")
+    # Compared by text: of exact copies at equal distance from their centroid, the vectors' last bits (from
+    # other assignment batches) may pick another one to keep.
+    text_of = {record["doc_id"]: record["text"] for path in files for record in map(json.loads, path.read_text().splitlines())}
+    assert sorted((text_of[key], text_of[value]) for key, value in removed_by(tmp_path / "rerun").items()) == \
+        sorted((text_of[key], text_of[value]) for key, value in removed_by(tmp_path / "fresh").items())
+    assert removed_by(tmp_path / "fresh")
 
     (inputs / files[-1].name).write_text(files[-1].read_text())
     added = {json.loads(line)["text"] for line in files[-1].read_text().splitlines()} - texts
@@ -281,7 +286,9 @@ def test_a_cache_file_that_does_not_read_or_names_another_key_is_skipped_and_its
     pq.write_table(table.replace_schema_metadata({KEY_METADATA: b"another model"}), written.with_name("part-other.parquet"))
     written.write_bytes(written.read_bytes()[:100])  # damaged
     again, logs = run("again")
-    assert again == first
+    # The same pairs of copies; which copy of a pair is kept may differ: texts embedded again in other batches
+    # move in their last bits, enough to reorder two copies at equal distance from their centroid.
+    assert {frozenset(pair) for pair in again.items()} == {frozenset(pair) for pair in first.items()}
     skipped = [message for message in logs if "embedding cache file" in message]
     assert len(skipped) == 2 and any("another model or other settings" in message for message in skipped)
     new = [path for path in (tmp_path / "cache").rglob("part-*.parquet") if path.name not in (written.name, "part-other.parquet")]
