@@ -26,21 +26,18 @@ from typing import Any, Callable, Iterable, Iterator
 
 import apache_beam as beam
 import pyarrow as pa
-import pyarrow.compute as pc
 from apache_beam.transforms.window import GlobalWindows
 
 from beam_curator.dedup.fuzzy.components import (
-    HIGH,
     KEY,
-    LOW,
     NEIGHBOR,
     distinct,
     labels_from_bounds,
     large_star_rows,
     merged_bounds,
-    settled_bounds,
     small_star_keys,
     small_star_rows,
+    unsettled_bounds,
 )
 
 NEIGHBORS_PER_BATCH = 1 << 16
@@ -131,8 +128,8 @@ class StarComponents(beam.PTransform):
 
     def _labels(self, batches: Batches) -> Iterator[pa.Table]:
         bounds = _bounds(batches)
-        if not settled_bounds(bounds):
-            unsettled = bounds.filter(pc.and_(pc.less_equal(bounds[LOW], bounds[KEY]), pc.not_equal(bounds[LOW], bounds[HIGH])))
+        unsettled = unsettled_bounds(bounds)
+        if unsettled.num_rows:
             raise RuntimeError(f"{self.owner}: connected components did not settle in star_rounds={self.rounds} "
                                f"rounds (id {unsettled[KEY][0].as_py()!r} is neither a centre nor a leaf); "
                                "raise star_rounds")

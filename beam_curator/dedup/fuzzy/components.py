@@ -72,12 +72,16 @@ def merged_bounds(bounds: pa.Table | None, rows: pa.Table) -> pa.Table:
     return both.select([KEY, f"{LOW}_min", f"{HIGH}_max"]).rename_columns([KEY, LOW, HIGH])
 
 
-def settled_bounds(bounds: pa.Table) -> bool:
-    """Every key a centre (least neighbour greater) or a leaf (least and
-    greatest neighbour the same: one neighbour): the components are stars
-    around their least ids."""
+def unsettled_bounds(bounds: pa.Table) -> pa.Table:
+    """The bounds of keys that are neither a centre (least neighbour greater)
+    nor a leaf (least and greatest neighbour the same: one neighbour)."""
     centre_or_leaf = pc.or_(pc.greater(bounds[LOW], bounds[KEY]), pc.equal(bounds[LOW], bounds[HIGH]))
-    return pc.all(centre_or_leaf).as_py() is not False
+    return bounds.filter(pc.invert(centre_or_leaf))
+
+
+def settled_bounds(bounds: pa.Table) -> bool:
+    """Every key a centre or a leaf: the components are stars around their least ids."""
+    return unsettled_bounds(bounds).num_rows == 0
 
 
 def labels_from_bounds(bounds: pa.Table) -> pa.Table:
