@@ -57,7 +57,7 @@ def run_cascade(n: int, records: list[dict], work: Path, args: argparse.Namespac
     meta = TextSemanticDeduplicationWorkflow(
         str(inputs), str(work / f"output-{n}"), str(work / f"cache-{n}"), id_field=ID, input_filetype="jsonl",
         output_filetype="jsonl", embedding_backend="sentence-transformers", n_clusters=clusters(n, args),
-        eps=args.eps, runner=args.runner, **screening,
+        eps=args.eps, which_to_keep=args.which_to_keep, runner=args.runner, **screening,
     ).run().metadata
     meta["removed"] = pd.read_parquet(Path(meta["duplicate_pairs_path"]) / "duplicate_pairs.parquet")
     print(f"cascade N={n}: " + ", ".join(f"{p} {meta.get(p + '_time', 0):.1f}" for p in PHASES)
@@ -70,7 +70,7 @@ def full_model_only(n: int, vectors: np.ndarray, work: Path, args: argparse.Name
     write_embeddings(vectors[:n], work / "reference-embeddings", args.docs_per_file)
     meta = SemanticDeduplicationWorkflow(
         str(work / "reference-embeddings"), str(work / "reference" / "output"), str(work / "reference"),
-        id_field=ID, n_clusters=clusters(n, args), eps=args.eps, runner=args.runner,
+        id_field=ID, n_clusters=clusters(n, args), eps=args.eps, which_to_keep=args.which_to_keep, runner=args.runner,
     ).run().metadata
     return pd.read_parquet(Path(meta["duplicate_pairs_path"]) / "duplicate_pairs.parquet")
 
@@ -89,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--screening-max-chars", type=int, default=64, help="0: whole texts")
     parser.add_argument("--screening-eps", type=float, help="default: the workflow's (10 x eps, at most 0.3)")
     parser.add_argument("--eps", type=float, default=0.01)
+    parser.add_argument("--which-to-keep", default="hard",
+                        help="ranking of both runs; random orders by a hash of the id, the same in both")
     parser.add_argument("--docs-per-cluster", type=int, default=100, help="k = N / this")
     parser.add_argument("--docs-per-file", type=int, default=1000, help="records per input file (= partition)")
     parser.add_argument("--runner", default="local", help="runner preset")
@@ -125,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     times = [f"{timed.get(p + '_time', 0):.1f}" for p in PHASES]
     body = (
         f"Verify cascade: screening model {screening}, screening_eps {args.screening_eps or 'default'}; full model "
-        f"{DEFAULT_MODEL} (torch); eps {args.eps}, k = N / {args.docs_per_cluster}, runner {args.runner}. "
+        f"{DEFAULT_MODEL} (torch); eps {args.eps}, which_to_keep {args.which_to_keep}, k = N / {args.docs_per_cluster}, runner {args.runner}. "
         "Seconds per phase (wall; verification includes embedding the candidates with the full model):\n\n"
         + markdown_table(["N", *PHASES, "total", "candidate pairs", "candidates (full-model embedded)", "removed"],
                          [[f"{args.size:,}", *times, f"{timed['total_time']:.1f}", timed["num_candidate_pairs"],

@@ -9,7 +9,7 @@ generated file by file and cached under ``$BEAM_CURATOR_BENCH_CACHE``.
 
 Contenders, each in a fresh process (so that its peak RSS is its own):
 
-* ``beam_curator``: ``SemanticDeduplicationWorkflow`` on the local runner (one thread per core),
+* ``beam_curator``: ``SemanticDeduplicationWorkflow`` on the local runner at its defaults (a thread per core),
   from the parquet files to ``duplicates/``, resumable, fresh cache;
 * ``baseline``: what one would write by hand with everything in memory:
   read every file into one array, faiss-cpu spherical k-means, faiss
@@ -181,8 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iters", type=int, default=20, help="k-means iterations for both")
     parser.add_argument("--eps", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
-                        help="threads of the local runner (num_workers); default one per core, as the baseline uses")
+    parser.add_argument("--workers", type=int,
+                        help="threads of the local runner (num_workers); default: the runner's, one per usable core")
     parser.add_argument("--only", choices=CONTENDERS, help="run one contender only (e.g. at sizes the baseline cannot hold)")
     parser.add_argument("--work", default=str(EMBEDDING_CACHE / "scale-work"), help="scratch folder for outputs")
     parser.add_argument("--contender", choices=CONTENDERS, help=argparse.SUPPRESS)
@@ -197,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     generated = time.monotonic() - started
     results = {name: measure(name, args) for name in CONTENDERS if args.only in (None, name)}
     k = max(1, args.n // args.docs_per_cluster)
+    from beam_curator.runners import usable_cores  # not at the top: the baseline's process does not import Beam
+
     rows = []
     for name, found in results.items():
         phases = ", ".join(f"{phase} {seconds:.1f}" for phase, seconds in found["phases"].items())
@@ -206,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         f"Post-embedding semantic dedup on {args.n:,} synthetic 384-d unit vectors in {args.files} parquet files "
         f"({int(args.n * args.dup_share):,} planted near-copies; generated in {generated:.0f} s, not counted), "
         f"k = {k:,}, k-means fitted on {args.fit_per_centroid} documents per centroid for {args.iters} "
-        f"iterations, eps = {args.eps}, which_to_keep = hard, local runner with {args.workers} thread(s). Each contender in a fresh process; "
+        f"iterations, eps = {args.eps}, which_to_keep = hard, "
+        f"local runner with {args.workers or f'its default {usable_cores()}'} thread(s). Each contender in a fresh process; "
         "CPU = user + system time of it and its children; peak RSS = the largest resident set of it or any child.\n\n"
         + markdown_table(["contender", "wall s", "CPU s", "peak RSS GB", "seconds per phase", "duplicates"], rows)
     )

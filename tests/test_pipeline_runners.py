@@ -25,6 +25,7 @@ from curator_helpers import (  # noqa: E402
 
 from beam_curator import Pipeline  # noqa: E402
 from beam_curator.checkpoint import open_store  # noqa: E402
+from beam_curator.runners import usable_cores  # noqa: E402
 from beam_curator.stages import ProcessingStage  # noqa: E402
 from beam_curator.stages.io import JsonlReader, JsonlWriter  # noqa: E402
 from beam_curator.tasks import DocumentBatch  # noqa: E402
@@ -150,4 +151,4 @@ def test_the_local_runner_runs_bundles_on_num_workers_threads(num_workers: int |
         JsonlReader(str(input_dir), files_per_partition=1), ThreadTag(), JsonlWriter(str(tmp_path / "out")),
     ]).run(str(tmp_path / "ckpt"), "local", num_workers=num_workers)
     threads = {row["thread"] for row in output_rows(tmp_path / "out")}
-    assert len(threads) == (num_workers or 1), threads
+    assert len(threads) == (num_workers or min(usable_cores(), FILES)), threads

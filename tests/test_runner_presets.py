@@ -19,7 +19,7 @@ from apache_beam.options.pipeline_options import (
     StandardOptions,
 )
 
-from beam_curator.runners import RUNNERS, SETTINGS, pipeline_options, runner_args
+from beam_curator.runners import RUNNERS, SETTINGS, pipeline_options, runner_args, usable_cores
 from beam_curator.runners.dask import LocalDaskClusterOptions, is_dask
 
 
@@ -43,7 +43,8 @@ def test_local_is_the_in_process_fn_api_runner() -> None:
     options = pipeline_options("local")
     assert options.view_as(StandardOptions).runner == "FnApiRunner"
     assert options.view_as(DirectOptions).direct_running_mode == "in_memory"
-    assert options.view_as(DirectOptions).direct_num_workers == 1
+    assert options.view_as(DirectOptions).direct_num_workers == usable_cores()  # all the cores by default
+    assert pipeline_options("local", num_workers=1).view_as(DirectOptions).direct_num_workers == 1
 
 
 def test_local_multiprocess_runs_the_requested_worker_processes() -> None:

@@ -100,7 +100,7 @@ def add_runner_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("runner (raw Apache Beam flags go after --)")
     group.add_argument("--runner", default="local", choices=RUNNERS, help="where the pipelines run")
     group.add_argument("--num-workers", type=int,
-                       help="threads running bundles (local; default 1), worker processes (local-multiprocess, "
+                       help="threads running bundles (local; default: one per core), worker processes (local-multiprocess, "
                        "a Dask LocalCluster; default one per CPU) or SDK workers per node")
     group.add_argument("--job-endpoint", help="host:port of a portable/Flink/Spark job service (default: embedded)")
     group.add_argument("--environment-type", choices=["LOOPBACK", "EXTERNAL", "PROCESS", "DOCKER"],

@@ -140,6 +140,12 @@ def _environment(
     return kind, environment_config
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which a batch
+    scheduler such as Slurm narrows), not every core of the machine."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def runner_args(
     runner: str = "local",
     *,
@@ -161,8 +167,8 @@ def runner_args(
     ``local`` is Beam's in-process FnApiRunner, named explicitly: the
     DirectRunner of recent Beam releases first tries to download a Prism
     binary, which fails on machines without internet; ``num_workers`` threads
-    run its bundles (default 1). ``local-multiprocess``
-    runs ``num_workers`` SDK worker processes (default: one per CPU), through
+    run its bundles (default: one per usable core). ``local-multiprocess``
+    runs ``num_workers`` SDK worker processes (default: one per usable core), through
     :class:`~beam_curator.runners.local_workers.LocalMultiProcessRunner` so
     that their logs follow ours.
     ``portable`` with no ``job_endpoint`` starts an embedded job service.
@@ -191,10 +197,12 @@ def runner_args(
         raise ValueError(f"num_workers must be at least 1, not {num_workers}")
     if runner == "local":
         # Threads of this process, each running bundles: stages that spend their time in Arrow,
-        # numpy or torch (which release the GIL) use that many cores; one by default.
-        return ["--runner=FnApiRunner", "--direct_running_mode=in_memory", f"--direct_num_workers={num_workers or 1}"]
+        # numpy or torch (which release the GIL) use that many cores, and a task's reads and
+        # writes overlap another's compute.
+        return ["--runner=FnApiRunner", "--direct_running_mode=in_memory",
+                f"--direct_num_workers={num_workers or usable_cores()}"]
     if runner == "local-multiprocess":
-        workers = num_workers or os.cpu_count() or 2
+        workers = num_workers or usable_cores()
         return [f"--runner={LocalMultiProcessRunner.__module__}.{LocalMultiProcessRunner.__name__}",
                 "--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
     if runner == "dask":
