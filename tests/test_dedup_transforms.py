@@ -196,6 +196,21 @@ def test_fuzzy_removes_the_workflows_ids_as_duplicates_of_their_groups_least(
     assert len(fuzzy_workflow_groups) == 85
 
 
+def test_fuzzy_on_document_batches_drops_the_workflows_rows(fuzzy_workflow_groups: list[tuple[str, str]]) -> None:
+    records = sample_records()
+    random.Random(5).shuffle(records)
+    batches = [DocumentBatch(task_id=f"t{start}", dataset_name="sample", data=pa.Table.from_pylist(records[start:start + 150]))
+               for start in range(0, len(records), 150)]
+    removed_ids = {doc_id for doc_id, _ in fuzzy_workflow_groups}
+    with beam.Pipeline() as pipeline:
+        result = pipeline | beam.Create(batches) | FuzzyDedup(id_field="doc_id", star_rounds=3)
+        removed = result.removed | "RemovedRows" >> beam.FlatMap(lambda batch: batch.data.to_pylist())
+        assert_that(removed | beam.Map(lambda row: (row["doc_id"], row["duplicate_of"])), equal_to(fuzzy_workflow_groups),
+                    label="removed")
+        kept = result.kept | "KeptRows" >> beam.FlatMap(lambda batch: batch.data.column("doc_id").to_pylist())
+        assert_that(kept, equal_to([r["doc_id"] for r in records if r["doc_id"] not in removed_ids]), label="kept")
+
+
 def test_star_components_label_a_long_chain_by_its_least_id_or_say_to_raise_the_rounds() -> None:
     """A chain of 40 ids, in shuffled order, needs several rounds to settle into one star."""
     chain = [(number, number + 1) for number in range(40)] + [(100, 101)]

@@ -19,12 +19,15 @@ from pathlib import Path
 import apache_beam as beam
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms.periodicsequence import PeriodicImpulse
 
+from beam_curator.dedup.semantic.ranking import RankingStrategy
 from beam_curator.runners import pipeline_options
+from beam_curator.tasks import DocumentBatch
 from beam_curator.transforms import SemanticDedup
 from beam_curator.workflows import SemanticDeduplicationWorkflow
 
@@ -82,9 +85,9 @@ def transform_pairs(documents: list[dict], folder: Path, runner: dict,
             output | f"Write{name.title()}" >> beam.Map(write_element, folder / name)
     written = {name: [json.loads(path.read_text()) for path in (folder / name).glob("*.json")]
                for name in ("kept", "removed")}
-    given = [{"id": d["id"], "embeddings": d["embeddings"]} for d in written["removed"]]
+    given = [{k: v for k, v in d.items() if k not in ("duplicate_of", "similarity")} for d in written["removed"]]
     assert sorted(written["kept"] + given, key=lambda d: d["id"]) == sorted(documents, key=lambda d: d["id"])
-    assert all(set(d) == {"id", "embeddings", "duplicate_of", "similarity"} for d in written["removed"])
+    assert all(set(d) == {*documents[0], "duplicate_of", "similarity"} for d in written["removed"])
     return {d["id"]: (d["duplicate_of"], d["similarity"]) for d in written["removed"]}
 
 
@@ -119,6 +122,29 @@ def assert_same_removals(found: dict[int, tuple[int, float]], expected: dict[int
     assert all(similarity >= 1 - SETTINGS["eps"] for _, similarity in found.values())
 
 
+def test_document_batches_lose_the_workflows_rows_and_keep_their_other_columns(
+    documents: list[dict], workflow_removed: dict[int, tuple[int, float]],
+) -> None:
+    """Batches of the package's tasks, with a column the transform does not read: each batch comes out less the
+    workflow's removed rows, and those rows as batches of their own, each with what it duplicates."""
+    rows = [{**d, "source": f"s{d['id'] % 7}"} for d in documents]
+    random.Random(3).shuffle(rows)
+    batches = [DocumentBatch(task_id=f"t{start}", dataset_name="vectors", data=pa.Table.from_pylist(rows[start:start + 100]))
+               for start in range(0, len(rows), 100)]
+    source = {row["id"]: row["source"] for row in rows}
+    with beam.Pipeline(options=pipeline_options("local")) as pipeline:
+        result = (pipeline | beam.Create(batches)
+                  | SemanticDedup(id_field="id", embedding_field="embeddings", **SETTINGS))
+        removed = result.removed | "RemovedRows" >> beam.FlatMap(lambda batch: batch.data.to_pylist())
+        assert_that(removed | beam.Map(lambda row: (row["id"], row["duplicate_of"], row["source"])),
+                    equal_to([(key, pair[0], source[key]) for key, pair in workflow_removed.items()]), label="removed")
+        kept = result.kept | "KeptRows" >> beam.FlatMap(lambda batch: batch.data.select(["id", "source"]).to_pylist())
+        assert_that(kept | beam.Map(lambda row: (row["id"], row["source"])),
+                    equal_to([(key, source[key]) for key in source if key not in workflow_removed]), label="kept")
+        tasks = result.kept | beam.Map(lambda batch: batch.task_id)
+        assert_that(tasks, equal_to([batch.task_id for batch in batches]), label="tasks")
+
+
 @pytest.mark.parametrize("order", [{}, {"which_to_keep": "random", "distance_metric": "l2", "random_state": 7}],
                          ids=["hard-cosine", "random-l2"])
 def test_clusters_scored_in_blocks_remove_the_workflows_documents(
@@ -131,6 +157,23 @@ def test_clusters_scored_in_blocks_remove_the_workflows_documents(
     assert len(expected) >= 90
     found = transform_pairs(documents, tmp_path / "blocks", {"runner": "local"}, **settings, cluster_block_size=16)
     assert_same_removals(found, expected)
+
+
+@pytest.mark.parametrize("strategy", [RankingStrategy.metadata_based(["quality", "source"], ascending=[False, True]),
+                                      RankingStrategy.random(7)], ids=["by-fields", "random"])
+def test_a_ranking_strategy_keeps_the_workflows_copies_in_whole_clusters_and_in_blocks(
+    documents: list[dict], workflow_removed: dict[int, tuple[int, float]], tmp_path: Path, strategy: RankingStrategy,
+) -> None:
+    """The documents' own fields (with ties, broken by id) or a seeded shuffle decide which copy is kept, as in the
+    workflow, also when a cluster is scored by pairs of blocks (each ranked as its cluster ranks it)."""
+    rated = [{**d, "quality": d["id"] % 3, "source": f"s{d['id'] % 4}"} for d in documents]
+    expected = workflow_pairs(rated, tmp_path / "workflow", **SETTINGS, ranking_strategy=strategy,
+                              metadata_fields=["quality", "source"])
+    assert len(expected) >= 90 and set(expected) != set(workflow_removed)  # another copy kept than by distance
+    for blocks in (1 << 16, 16):
+        found = transform_pairs(rated, tmp_path / f"blocks-{blocks}", {"runner": "local"}, **SETTINGS,
+                                ranking_strategy=strategy, cluster_block_size=blocks)
+        assert_same_removals(found, expected)
 
 
 def test_a_real_model_through_run_inference_keeps_one_document_of_each_text(tmp_path: Path) -> None:
@@ -170,6 +213,8 @@ def test_the_settings_are_checked_when_the_transform_is_made() -> None:
         SemanticDedup(embedding_field="embeddings", which_to_keep="first")
     with pytest.raises(ValueError, match="cluster_block_size must be a positive integer, not 0"):
         SemanticDedup(embedding_field="embeddings", cluster_block_size=0)
+    with pytest.raises(ValueError, match=r"ranking_strategy must be a RankingStrategy .*not \['quality'\]"):
+        SemanticDedup(embedding_field="embeddings", ranking_strategy=["quality"])
     pipeline = beam.Pipeline()
     ticks = pipeline | PeriodicImpulse(0, 10, 1) | beam.Map(lambda t: {"id": int(t), "embeddings": [1.0]})
     with pytest.raises(ValueError, match="SemanticDedup takes a bounded PCollection.*unbounded"):
@@ -188,6 +233,16 @@ def test_bad_documents_fail_naming_what_to_fix(documents: list, message: str) ->
         with beam.Pipeline() as pipeline:
             _ = pipeline | beam.Create(documents) | SemanticDedup(id_field="id", embedding_field="embeddings",
                                                                    n_clusters=2)
+
+
+def test_a_ranking_field_the_documents_lack_fails_naming_it() -> None:
+    documents = [{"id": 1, "embeddings": [1.0, 0.0], "rating": 3}, {"id": 2, "embeddings": [0.0, 1.0], "rating": 1}]
+    with pytest.raises(Exception, match=r"no field 'quality' \(ranking_strategy's metadata_cols\); its fields are "
+                                        r"\['id', 'embeddings', 'rating'\]"):
+        with beam.Pipeline() as pipeline:
+            _ = pipeline | beam.Create(documents) | SemanticDedup(
+                id_field="id", embedding_field="embeddings", n_clusters=1,
+                ranking_strategy=RankingStrategy.metadata_based(["quality"]))
 
 
 def test_no_documents_give_no_output_and_no_fit() -> None:

@@ -10,28 +10,26 @@ again), so that a text repeated many times is never held as many documents.
 
 The package's ``DocumentBatch`` tasks (a PCollection typed ``Task``, as
 ``CuratorStages`` gives) are deduplicated by row: only ``(digest, id, batch,
-row)`` records are grouped by digest, and each batch then meets the rows to
-drop from it, by a key drawn for it.
+row)`` records are grouped by digest (not the rows' texts, as
+``batch_rows.RowsOfBatches`` would group them), and each batch then meets the
+rows to drop from it (``batch_rows.DropRows``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from beam_curator.dedup import GENERATED_ID
 from beam_curator.dedup.exact import HASH_COLUMN, later_copies, md5_hex, md5_hex_array
-from beam_curator.tasks import DocumentBatch, Task
+from beam_curator.tasks import Task
+from beam_curator.transforms.batch_rows import DropRows, check_columns, task_table, takes_tasks
 from beam_curator.transforms.dedup_documents import (
-    DUPLICATE_OF,
     KEPT,
     REMOVED,
-    SIMILARITY,
     DedupOutputs,
     check_field_names,
     check_input,
@@ -66,7 +64,7 @@ class ExactDedup(beam.PTransform):
 
     def expand(self, documents: beam.PCollection) -> DedupOutputs:
         check_input(documents, _NAME)
-        if isinstance(documents.element_type, type) and issubclass(documents.element_type, Task):
+        if takes_tasks(documents):
             return self._batches(documents)
         grouped = (
             documents
@@ -87,21 +85,15 @@ class ExactDedup(beam.PTransform):
             | "GroupCopies" >> beam.GroupByKey()
             | "LaterRows" >> beam.FlatMap(self._later_rows)
         )
-        joined = {"batch": keyed, "later": later} | "MeetTheirBatch" >> beam.CoGroupByKey()
-        tagged = joined | "DropLaterRows" >> beam.ParDo(_DropLaterRows(self.id_field))
+        joined = {"batch": keyed, "removed": later} | "MeetTheirBatch" >> beam.CoGroupByKey()
+        tagged = joined | "DropLaterRows" >> beam.ParDo(DropRows(self.id_field, _NAME))
         return kept_and_removed(tagged, batches.element_type, batches.element_type)
 
     def _row_records(self, keyed: tuple[str, Task]) -> Iterator[tuple[str, tuple[Any, str, int]]]:
         """``(digest, (id, batch key, row))`` of each row of a batch."""
         key, batch = keyed
-        if not isinstance(batch, DocumentBatch):
-            raise ValueError(f"{_NAME}: a PCollection of tasks must hold DocumentBatch tasks, "
-                             f"not {type(batch).__name__}")
-        table = batch.to_pyarrow()
-        for parameter, name in (("id_field", self.id_field), ("text_field", self.text_field)):
-            if name not in table.column_names:
-                raise ValueError(f"{_NAME}: a batch has no column {name!r} ({parameter}); its columns are "
-                                 f"{table.column_names}: set {parameter} to the column that holds it")
+        table = task_table(batch, _NAME)
+        check_columns(table, {"id_field": self.id_field, "text_field": self.text_field}, _NAME)
         texts = table.column(self.text_field)
         if not (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)):
             raise ValueError(f"{_NAME}: text_field {self.text_field!r} holds {texts.type} values, not strings: "
@@ -110,14 +102,15 @@ class ExactDedup(beam.PTransform):
         for row, (digest, document_id) in enumerate(zip(digests, table.column(self.id_field).to_pylist())):
             yield digest, (document_id, key, row)
 
-    def _later_rows(self, group: tuple[str, Iterable[tuple[Any, str, int]]]) -> Iterator[tuple[str, tuple[int, Any]]]:
-        """``(batch key, (row, kept id))`` of each later copy of a digest."""
+    def _later_rows(self, group: tuple[str, Iterable[tuple[Any, str, int]]]
+                    ) -> Iterator[tuple[str, tuple[int, Any, float]]]:
+        """``(batch key, (row, kept id, similarity 1.0))`` of each later copy of a digest."""
         digest, records = group
         records = list(records)  # ids and places only
         kept_of = kept_ids(digest, [document_id for document_id, _, _ in records], self.id_field)
         for document_id, key, row in records:
             if document_id in kept_of:
-                yield key, (row, kept_of[document_id])
+                yield key, (row, kept_of[document_id], 1.0)
 
 
 def kept_ids(digest: str, ids: list[Any], id_field: str) -> dict[Any, Any]:
@@ -158,33 +151,3 @@ class _KeepSmallestId(beam.DoFn):
                 yield REMOVED, removed_form(copy, kept_of[copy_id], 1.0)
             else:
                 yield KEPT, copy
-
-
-class _DropLaterRows(beam.DoFn):
-    """A batch and its later copies' rows in; the batch without them tagged
-    ``kept``, those rows (with ``duplicate_of`` and ``similarity``) as a
-    batch of their own tagged ``removed``."""
-
-    def __init__(self, id_field: str) -> None:
-        self.id_field = id_field
-
-    def process(self, joined: tuple[str, dict[str, Iterable[Any]]]) -> Iterator[Any]:
-        _, sides = joined
-        (batch,) = sides["batch"]
-        later = dict(sides["later"])
-        if not later:
-            yield KEPT, batch
-            return
-        table = batch.to_pyarrow()
-        taken = [name for name in (DUPLICATE_OF, SIMILARITY) if name in table.column_names]
-        if taken:
-            raise ValueError(f"{_NAME}: a batch already has the columns {taken} that would say what a removed row "
-                             "duplicates: rename them before deduplicating")
-        rows = sorted(later)
-        dropped = pa.array([row in later for row in range(table.num_rows)])
-        yield KEPT, dataclasses.replace(batch, data=table.filter(pc.invert(dropped)))
-        id_type = table.schema.field(self.id_field).type
-        removed = (table.take(rows)
-                   .append_column(DUPLICATE_OF, pa.array([later[row] for row in rows], id_type))
-                   .append_column(SIMILARITY, pa.array([1.0] * len(rows))))
-        yield REMOVED, dataclasses.replace(batch, data=removed, _credits={})

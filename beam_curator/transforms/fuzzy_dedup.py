@@ -13,6 +13,7 @@ signature to each member of its component, one bringing that to the member.
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
@@ -21,6 +22,7 @@ import numpy as np
 from beam_curator.dedup import GENERATED_ID
 from beam_curator.dedup.fuzzy.lsh import band_keys
 from beam_curator.dedup.fuzzy.minhash import permutation_seeds, signatures
+from beam_curator.transforms.batch_rows import RowsOfBatches, takes_tasks
 from beam_curator.transforms.dedup_documents import (
     KEPT,
     REMOVED,
@@ -44,8 +46,9 @@ class FuzzyDedup(beam.PTransform):
     """Near-duplicate documents (MinHash of character n-grams, LSH, connected
     components), all but the least id of each group removed.
 
-    Takes a bounded PCollection of dicts or schema'd ``beam.Row``s with a
-    unique ``id_field`` and a string ``text_field``. ``seed``, ``char_ngrams``,
+    Takes a bounded PCollection of dicts, schema'd ``beam.Row``s or
+    ``DocumentBatch`` tasks (by row, see ``batch_rows``) with a unique
+    ``id_field`` and a string ``text_field``. ``seed``, ``char_ngrams``,
     ``num_bands``, ``minhashes_per_band`` and ``use_64_bit_hash`` are NeMo
     Curator's (and the workflow's) settings, with their defaults;
     ``star_rounds`` is how many rounds connected components may take (each
@@ -72,6 +75,9 @@ class FuzzyDedup(beam.PTransform):
 
     def expand(self, documents: beam.PCollection) -> DedupOutputs:
         check_input(documents, _NAME)
+        if takes_tasks(documents):
+            columns = {"id_field": self.id_field, "text_field": self.text_field}
+            return documents | "ByRow" >> RowsOfBatches(copy.copy(self), columns, self.id_field, _NAME)
         signed = split_by_tag(documents
                               | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=1024)
                               | "Sign" >> beam.FlatMap(self._signed), [_SIGNED, _BANDS], "Take")

@@ -29,6 +29,7 @@ many pairs as its cluster has blocks.
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
@@ -41,12 +42,13 @@ from beam_curator.dedup.semantic.normalize import l2_normalize
 from beam_curator.dedup.semantic.ranking import (
     DISTANCE_METRICS,
     WHICH_TO_KEEP,
+    RankingStrategy,
     as_id_array,
     is_descending,
     rank_keys,
     uniform_by_id,
 )
-from beam_curator.tasks import Task
+from beam_curator.transforms.batch_rows import RowsOfBatches, takes_tasks
 from beam_curator.transforms.dedup_documents import (
     KEPT,
     REMOVED,
@@ -69,8 +71,9 @@ class SemanticDedup(beam.PTransform):
     """Documents whose embeddings are too similar to an earlier-ranked one's
     within their k-means cluster (cosine similarity at least ``1 - eps``) removed.
 
-    Takes a bounded PCollection of dicts or schema'd ``beam.Row``s with a
-    unique ``id_field`` (all integers or all strings) and either an
+    Takes a bounded PCollection of dicts, schema'd ``beam.Row``s or
+    ``DocumentBatch`` tasks (by row, see ``batch_rows``) with a unique
+    ``id_field`` (all integers or all strings) and either an
     ``embedding_field`` holding each document's vector, or a string
     ``text_field`` that ``model_handler`` embeds: one of the package's
     handlers (``beam_curator.models.make_embedding_handler``) or any
@@ -78,7 +81,9 @@ class SemanticDedup(beam.PTransform):
     (as an array, or a ``PredictionResult`` holding one). The other
     parameters are the semantic workflow's (NeMo Curator's names and
     defaults); with the same vectors and settings the removed ids are the
-    workflow's. ``cluster_block_size`` bounds the documents of a cluster one
+    workflow's. ``ranking_strategy`` (``RankingStrategy``, read from the
+    documents' fields) overrides ``which_to_keep`` as in the workflow.
+    ``cluster_block_size`` bounds the documents of a cluster one
     worker holds (a larger cluster is scored by pairs of blocks: see the
     module docstring). ``cache_path`` keeps each text's vector
     (``embedding_cache``), so that a rerun after a kill or a change embeds
@@ -100,6 +105,7 @@ class SemanticDedup(beam.PTransform):
         eps: float = 0.01,
         which_to_keep: str = "hard",
         distance_metric: str = "cosine",
+        ranking_strategy: RankingStrategy | None = None,
         random_state: int = 42,
         max_iter: int = 300,
         tol: float = 1e-4,
@@ -137,6 +143,9 @@ class SemanticDedup(beam.PTransform):
                                           ("distance_metric", distance_metric, DISTANCE_METRICS)):
             if value not in allowed:
                 raise ValueError(f"{_NAME}: {parameter} must be one of {list(allowed)}, not {value!r}")
+        if ranking_strategy is not None and not isinstance(ranking_strategy, RankingStrategy):
+            raise ValueError(f"{_NAME}: ranking_strategy must be a RankingStrategy (RankingStrategy.metadata_based(...) "
+                             f"or RankingStrategy.random()), not {ranking_strategy!r}")
         for parameter, value in (("max_iter", max_iter), ("pairwise_batch_size", pairwise_batch_size),
                                  ("kmeans_max_sample_bytes", kmeans_max_sample_bytes),
                                  ("cluster_block_size", cluster_block_size)):
@@ -146,6 +155,8 @@ class SemanticDedup(beam.PTransform):
         self.id_field, self.text_field, self.embedding_field = id_field, text_field, embedding_field
         self.n_clusters, self.eps = n_clusters, float(eps)
         self.which_to_keep, self.distance_metric, self.seed = which_to_keep, distance_metric, random_state
+        # A ranking strategy's keys are positions, kept first: ascending, as "easy" orders.
+        self.ranking, self.order = ranking_strategy, which_to_keep if ranking_strategy is None else "easy"
         self.fit = {"max_iter": max_iter, "tol": tol, "seed": random_state, "backend": kmeans_backend,
                     "init": InitOptions(init, n_init, oversampling_factor, max_samples_per_batch)}
         self.fit_data_fraction, self.max_sample_bytes = fit_data_fraction, kmeans_max_sample_bytes
@@ -154,9 +165,12 @@ class SemanticDedup(beam.PTransform):
 
     def expand(self, documents: beam.PCollection) -> DedupOutputs:
         check_input(documents, _NAME)
-        if isinstance(documents.element_type, type) and issubclass(documents.element_type, Task):
-            raise ValueError(f"{_NAME} takes dicts or schema'd beam.Rows, not the package's tasks: deduplicate "
-                             "task batches with the semantic workflow, or turn them into rows first")
+        if takes_tasks(documents):
+            source = {"text_field": self.text_field} if self.embedding_field is None else {
+                "embedding_field": self.embedding_field}
+            ranked_by = {f"ranking_strategy.metadata_cols[{number}]": name for number, name in enumerate(self._columns)}
+            return documents | "ByRow" >> RowsOfBatches(copy.copy(self), {"id_field": self.id_field, **source,
+                                                                          **ranked_by}, self.id_field, _NAME)
         keyed = documents | "KeyById" >> beam.Map(lambda document: (self._id(document), document))
         vectors = keyed | "Vectors" >> self._vectors()
         stats = vectors | "CountDocuments" >> beam.CombineGlobally(_CountAndDims())
@@ -191,11 +205,21 @@ class SemanticDedup(beam.PTransform):
                              "integer or string id")
         return value
 
+    @property
+    def _columns(self) -> list[str]:
+        """The fields the ranking strategy orders by."""
+        return [] if self.ranking is None else list(self.ranking.metadata_cols)
+
+    def _ranked_by(self, document: Any) -> tuple:
+        """The document's values of the ranking strategy's fields."""
+        return tuple(field_of(document, name, "ranking_strategy's metadata_cols", _NAME) for name in self._columns)
+
     def _vectors(self) -> beam.PTransform:
-        """``(id, float32 vector)`` of each document."""
+        """``(id, float32 vector, ranking values)`` of each document."""
         if self.embedding_field is not None:
             return beam.MapTuple(lambda key, document: (key, _as_vector(
-                field_of(document, self.embedding_field, "embedding_field", _NAME), key, "embedding_field")))
+                field_of(document, self.embedding_field, "embedding_field", _NAME), key, "embedding_field"),
+                self._ranked_by(document)))
         from apache_beam.ml.inference.base import KeyedModelHandler, RunInference  # imports torch
 
         if self.cache_path is None:
@@ -203,19 +227,20 @@ class SemanticDedup(beam.PTransform):
         else:
             key = self.cache_key or self.model_handler.vector_identity()
             embed = EmbedWithCache(self.model_handler, cache_folder(self.cache_path, key), key)
-        return (
-            "Texts" >> beam.MapTuple(lambda key, document: (key, text_of(document, self.text_field, _NAME)))
+        return (  # the ranking values travel in RunInference's key
+            "Texts" >> beam.MapTuple(lambda key, document: ((key, self._ranked_by(document)),
+                                                            text_of(document, self.text_field, _NAME)))
             | "Embed" >> embed
-            | "AsVectors" >> beam.MapTuple(lambda key, result: (key, _as_vector(
-                getattr(result, "inference", result), key, "model_handler's result")))
+            | "AsVectors" >> beam.MapTuple(lambda key, result: (key[0], _as_vector(
+                getattr(result, "inference", result), key[0], "model_handler's result"), key[1]))
         )
 
-    def _drawn(self, pair: tuple[Any, np.ndarray], stats: tuple[int, int]) -> bool:
+    def _drawn(self, document: tuple[Any, np.ndarray, tuple], stats: tuple[int, int]) -> bool:
         count, dims = stats
         fraction = fit_fraction(count, dims, self.max_sample_bytes, self.fit_data_fraction)
-        return bool(drawn_for_fit([pair[0]], fraction, self.seed)[0])
+        return bool(drawn_for_fit([document[0]], fraction, self.seed)[0])
 
-    def _fit_centroids(self, sample: list[tuple[Any, np.ndarray]], stats: tuple[int, int]) -> np.ndarray | None:
+    def _fit_centroids(self, sample: list[tuple[Any, np.ndarray, tuple]], stats: tuple[int, int]) -> np.ndarray | None:
         """Centroids fitted on the drawn documents in id order (the workflow's
         order); none for an empty input."""
         from beam_curator.dedup.semantic.kmeans import fit_kmeans  # imports torch: only on a worker
@@ -229,56 +254,67 @@ class SemanticDedup(beam.PTransform):
         if len(sample) < self.n_clusters:
             raise ValueError(f"{_NAME}: the k-means sample holds {len(sample)} documents, fewer than "
                              f"n_clusters={self.n_clusters}; raise kmeans_max_sample_bytes or lower n_clusters")
-        ids = as_id_array([key for key, _ in sample])
+        ids = as_id_array([document[0] for document in sample])
         order = np.argsort(ids, kind="stable")
-        matrix = _unit_rows([sample[i] for i in order])
+        matrix = _unit_rows([sample[i][:2] for i in order])
         return fit_kmeans(matrix, self.n_clusters, **self.fit).centroids
 
     def _block_pairs(self, member: tuple[int, tuple], sizes: dict[int, int]) -> Iterator[tuple[tuple, tuple]]:
         """A cluster's member keyed by each pair of blocks it is in: ``(cluster, block, block)`` alone for a
         cluster of one block, else ``(cluster, low, high)`` with every block of its cluster."""
-        cluster, (key, vector, cos, l2) = member
+        cluster, document = member
         blocks = -(-sizes[cluster] // self.block_size)
         if blocks == 1:
-            yield (cluster, 0, 0), (0, key, vector, cos, l2)
+            yield (cluster, 0, 0), (0, *document)
             return
-        own = int(uniform_by_id([key], self.seed)[0] * blocks)
+        own = int(uniform_by_id([document[0]], self.seed)[0] * blocks)
         for other in range(blocks):
-            yield (cluster, min(own, other), max(own, other)), (own, key, vector, cos, l2)
+            yield (cluster, min(own, other), max(own, other)), (own, *document)
 
     def _pair_duplicates(self, pair: tuple[tuple, Iterable[tuple]]) -> Iterator[tuple[Any, tuple]]:
-        """``(id, (score, max_id, max rank key))`` of each document of a block pair whose best earlier match
+        """``(id, (score, max_id, max_id's rank))`` of each document of a block pair whose best earlier match
         in it scores at least ``1 - eps``: within the block, or across the two blocks."""
         from beam_curator.dedup.semantic.cross_cluster import cross_cluster_scores
         from beam_curator.dedup.semantic.pairwise import ID, MAX_ID, MAX_RANK_KEY, SCORE, semdedup_clusters
 
         (_, low, high), members = pair
         sides = [[member[1:] for member in members if member[0] == block] for block in sorted({low, high})]
-        ids, unit, keys = zip(*(self._ranked(side) for side in sides))
+        ids, unit, keys = self._ranked(sides)
         if low == high:
-            scores = semdedup_clusters(ids[0], unit[0], keys[0], [0], self.which_to_keep, self.pairwise_batch_size)
+            scores = semdedup_clusters(ids[0], unit[0], keys[0], [0], self.order, self.pairwise_batch_size)
         else:
-            scores = cross_cluster_scores(ids[0], unit[0], keys[0], ids[1], unit[1], keys[1], self.which_to_keep,
+            scores = cross_cluster_scores(ids[0], unit[0], keys[0], ids[1], unit[1], keys[1], self.order,
                                           self.pairwise_batch_size)
         found = scores[scores[SCORE] >= 1 - self.eps]
+        ranked_by = {} if self.ranking is None else {member[0]: member[4] for side in sides for member in side}
         for document_id, max_id, score, max_key in zip(found[ID].tolist(), found[MAX_ID].tolist(),
                                                        found[SCORE].tolist(), found[MAX_RANK_KEY].tolist()):
-            yield document_id, (float(score), max_id, max_key)
+            # A strategy's keys are positions among these blocks only: its sort key ranks across pairs.
+            rank = max_key if self.ranking is None else self.ranking.sort_key(max_id, ranked_by[max_id])
+            yield document_id, (float(score), max_id, rank)
 
-    def _ranked(self, members: list[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The ids, unit vectors and rank keys of ``(id, vector, cosine distance, l2 distance)`` members."""
-        ids = as_id_array([key for key, _, _, _ in members])
-        keys = rank_keys(ids, np.array([cos for _, _, cos, _ in members], np.float32),
-                         np.array([l2 for _, _, _, l2 in members], np.float32),
-                         self.which_to_keep, self.distance_metric, self.seed)
-        return ids, _unit_rows([(key, vector) for key, vector, _, _ in members]), keys
+    def _ranked(self, sides: list[list[tuple]]) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+        """The ids, unit vectors and rank keys of each side's ``(id, vector, cosine distance, l2 distance,
+        ranking values)`` members; a ranking strategy ranks the sides together, as their cluster ranks them."""
+        ids = [as_id_array([member[0] for member in side]) for side in sides]
+        units = [_unit_rows([member[:2] for member in side]) for side in sides]
+        if self.ranking is None:
+            keys = [rank_keys(side_ids, np.array([member[2] for member in side], np.float32),
+                              np.array([member[3] for member in side], np.float32),
+                              self.which_to_keep, self.distance_metric, self.seed)
+                    for side_ids, side in zip(ids, sides)]
+            return ids, units, keys
+        values = [member[4] for side in sides for member in side]
+        columns = {name: np.array([row[number] for row in values]) for number, name in enumerate(self._columns)}
+        together = self.ranking.cluster_keys(np.concatenate(ids), columns)
+        return ids, units, np.split(together, [len(ids[0])])[:len(sides)]
 
-    def _best_match(self, matches: Iterable[tuple[float, Any, float]]) -> tuple[float, Any, float]:
-        """Of ``(score, max_id, max rank key)`` matches, the highest score; of equal ones, the earlier-ranked
+    def _best_match(self, matches: Iterable[tuple[float, Any, Any]]) -> tuple[float, Any, Any]:
+        """Of ``(score, max_id, max_id's rank)`` matches, the highest score; of equal ones, the earlier-ranked
         match (a combine: it takes its own results too)."""
         found = list(matches)
         best = max(score for score, _, _ in found)
-        earliest = max if is_descending(self.which_to_keep) else min
+        earliest = max if is_descending(self.order) else min
         _, max_id = earliest((key, max_id) for score, max_id, key in found if score == best)
         return next(match for match in found if match[0] == best and match[1] == max_id)
 
@@ -303,26 +339,26 @@ def _unit_rows(pairs: list[tuple[Any, np.ndarray]]) -> np.ndarray:
                         in_place=True)
 
 
-def _nearest_centroid(batch: list[tuple[Any, np.ndarray]], centroids: np.ndarray | None) -> Iterator[tuple]:
-    """``(cluster, (id, vector, cosine distance, l2 distance))`` of each document
-    of a batch (vectors as given: the scoring normalises them itself, as the
-    workflow does)."""
+def _nearest_centroid(batch: list[tuple[Any, np.ndarray, tuple]], centroids: np.ndarray | None) -> Iterator[tuple]:
+    """``(cluster, (id, vector, cosine distance, l2 distance, ranking values))``
+    of each document of a batch (vectors as given: the scoring normalises them
+    itself, as the workflow does)."""
     from beam_curator.dedup.semantic.kmeans import assign  # imports torch: only on a worker
 
-    found = assign(_unit_rows(batch), centroids)
-    for (key, vector), label, cos, l2 in zip(batch, found.labels.tolist(), found.cosine_dist_to_cent.tolist(),
-                                            found.l2_dist_to_cent.tolist()):
-        yield label, (key, vector, cos, l2)
+    found = assign(_unit_rows([document[:2] for document in batch]), centroids)
+    for (key, vector, ranked_by), label, cos, l2 in zip(batch, found.labels.tolist(), found.cosine_dist_to_cent.tolist(),
+                                                       found.l2_dist_to_cent.tolist()):
+        yield label, (key, vector, cos, l2, ranked_by)
 
 
 class _CountAndDims(beam.CombineFn):
-    """How many ``(id, vector)`` pairs there are, and the length of their vectors."""
+    """How many ``(id, vector, ranking values)`` documents there are, and the length of their vectors."""
 
     def create_accumulator(self) -> tuple[int, int]:
         return 0, 0
 
-    def add_input(self, accumulator: tuple[int, int], pair: tuple[Any, np.ndarray]) -> tuple[int, int]:
-        return accumulator[0] + 1, len(pair[1])
+    def add_input(self, accumulator: tuple[int, int], document: tuple[Any, np.ndarray, tuple]) -> tuple[int, int]:
+        return accumulator[0] + 1, len(document[1])
 
     def merge_accumulators(self, accumulators: Iterable[tuple[int, int]]) -> tuple[int, int]:
         counted = list(accumulators)

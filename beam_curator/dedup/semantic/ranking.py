@@ -15,6 +15,7 @@ the one kept.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -178,6 +179,34 @@ class RankingStrategy:
         position = np.empty(len(id_array), dtype=np.float64)
         position[np.lexsort(sort_keys)] = np.arange(len(id_array))
         return position
+
+    def sort_key(self, document_id: int | str, values: Sequence) -> tuple:
+        """A key that orders documents of any clusters as ``cluster_keys``
+        orders those of one (smaller = kept first); ``values`` are the
+        document's ``metadata_cols`` in order."""
+        if self.strategy == "random":
+            return float(_hash_keys(as_id_array([document_id]), self.random_seed)[0]), document_id
+        return (*(value if ascending else _Reversed(value) for value, ascending in zip(values, self.ascending)),
+                document_id)
+
+
+@functools.total_ordering
+class _Reversed:
+    """A value that sorts in the opposite order (a descending column of any type)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Reversed) and self.value == other.value
+
+    def __lt__(self, other: _Reversed) -> bool:
+        return other.value < self.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
 
 
 def uniform_by_id(ids: Sequence, seed: int) -> np.ndarray:

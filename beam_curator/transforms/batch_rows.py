@@ -1,0 +1,108 @@
+"""The package's ``DocumentBatch`` tasks deduplicated by row.
+
+A dedup transform that works on documents takes task batches (a
+PCollection typed ``Task``, as ``CuratorStages`` gives) through
+``RowsOfBatches``: each batch is keyed by a key drawn for it, its rows go
+through the transform as dicts holding only the columns it reads (and where
+they came from), and each batch then meets the rows removed from it. A
+batch comes out as it went in, less those rows (``kept``), and the removed
+rows come out as a batch of their own, with ``duplicate_of`` and
+``similarity`` columns (``removed``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import Any, Iterable, Iterator, Mapping
+
+import apache_beam as beam
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from beam_curator.tasks import DocumentBatch, Task
+from beam_curator.transforms.dedup_documents import DUPLICATE_OF, KEPT, REMOVED, SIMILARITY, DedupOutputs, kept_and_removed
+
+# Where a row came from: its batch's key and its place in the batch.
+BATCH_KEY, BATCH_ROW = "__batch_key", "__batch_row"
+
+
+def takes_tasks(documents: beam.PCollection) -> bool:
+    """Whether a PCollection is typed as the package's tasks."""
+    return isinstance(documents.element_type, type) and issubclass(documents.element_type, Task)
+
+
+def check_columns(table: pa.Table, columns: Mapping[str, str], transform: str) -> None:
+    """Each ``parameter: column`` of ``columns`` is a column of the batch; a
+    missing one is an error naming the parameter."""
+    for parameter, name in columns.items():
+        if name not in table.column_names:
+            raise ValueError(f"{transform}: a batch has no column {name!r} ({parameter}); its columns are "
+                             f"{table.column_names}: set {parameter} to the column that holds it")
+
+
+class RowsOfBatches(beam.PTransform):
+    """``row_dedup`` (a dedup transform on dicts) applied to the rows of
+    ``DocumentBatch`` tasks; ``columns`` maps its parameters to the columns
+    it reads (``{"id_field": "doc_id", "text_field": "text"}``). Gives
+    ``DedupOutputs`` of batches."""
+
+    def __init__(self, row_dedup: beam.PTransform, columns: Mapping[str, str], id_field: str, transform: str) -> None:
+        super().__init__()
+        self.row_dedup, self.columns, self.id_field, self.transform = row_dedup, dict(columns), id_field, transform
+
+    def expand(self, batches: beam.PCollection) -> DedupOutputs:
+        keyed = batches | "KeyBatches" >> beam.Map(lambda batch: (uuid.uuid4().hex, batch))
+        rows = keyed | "Rows" >> beam.FlatMap(self._rows).with_output_types(dict)
+        removed = (
+            (rows | "DedupRows" >> self.row_dedup).removed
+            | "ByBatch" >> beam.Map(lambda row: (row[BATCH_KEY], (row[BATCH_ROW], row[DUPLICATE_OF], row[SIMILARITY])))
+        )
+        joined = {"batch": keyed, "removed": removed} | "MeetTheirBatch" >> beam.CoGroupByKey()
+        tagged = joined | "DropRemovedRows" >> beam.ParDo(DropRows(self.id_field, self.transform))
+        return kept_and_removed(tagged, batches.element_type, batches.element_type)
+
+    def _rows(self, keyed: tuple[str, Task]) -> Iterator[dict]:
+        key, batch = keyed
+        table = task_table(batch, self.transform)
+        check_columns(table, self.columns, self.transform)
+        names = list(dict.fromkeys(self.columns.values()))
+        for row, record in enumerate(table.select(names).to_pylist()):
+            yield {**record, BATCH_KEY: key, BATCH_ROW: row}
+
+
+def task_table(batch: Any, transform: str) -> pa.Table:
+    """The table of a ``DocumentBatch``; any other element is an error."""
+    if not isinstance(batch, DocumentBatch):
+        raise ValueError(f"{transform}: a PCollection of tasks must hold DocumentBatch tasks, not {type(batch).__name__}")
+    return batch.to_pyarrow()
+
+
+class DropRows(beam.DoFn):
+    """A batch (``batch``) and ``(row, duplicate_of, similarity)`` of its rows
+    to remove (``removed``) in; the batch without them tagged ``kept``, those
+    rows with the two columns as a batch of their own tagged ``removed``."""
+
+    def __init__(self, id_field: str, transform: str) -> None:
+        self.id_field, self.transform = id_field, transform
+
+    def process(self, joined: tuple[str, dict[str, Iterable[Any]]]) -> Iterator[tuple[str, Any]]:
+        _, sides = joined
+        (batch,) = sides["batch"]
+        removed = {row: (duplicate_of, similarity) for row, duplicate_of, similarity in sides["removed"]}
+        if not removed:
+            yield KEPT, batch
+            return
+        table = batch.to_pyarrow()
+        taken = [name for name in (DUPLICATE_OF, SIMILARITY) if name in table.column_names]
+        if taken:
+            raise ValueError(f"{self.transform}: a batch already has the columns {taken} that would say what a "
+                             "removed row duplicates: rename them before deduplicating")
+        rows = sorted(removed)
+        dropped = pa.array([row in removed for row in range(table.num_rows)])
+        yield KEPT, dataclasses.replace(batch, data=table.filter(pc.invert(dropped)))
+        id_type = table.schema.field(self.id_field).type
+        gone = (table.take(rows)
+                .append_column(DUPLICATE_OF, pa.array([removed[row][0] for row in rows], id_type))
+                .append_column(SIMILARITY, pa.array([float(removed[row][1]) for row in rows], pa.float64())))
+        yield REMOVED, dataclasses.replace(batch, data=gone, _credits={})

@@ -1,0 +1,130 @@
+"""Benchmark: how much of a small run's ``run()`` is our own, outside Beam.
+
+A first run (fresh output, cache and checkpoint folders) of each entry point
+on the bundled sample corpus (614 documents), each in a fresh interpreter,
+in rotating order, medians of repeats:
+
+* ``Pipeline.run``: a resumable pipeline, JSONL reader to JSONL writer;
+* the exact, fuzzy and semantic dedup workflows at their defaults (semantic
+  with the static backend, so that no model dominates; its model is
+  distilled once before the timings).
+
+Inside the child, ``apache_beam.Pipeline.run`` is timed (each call until its
+result is back, the pipeline's own work included), so that what remains of
+``run()`` is ours: checks of inputs and settings, listings, fingerprints,
+checkpoint and phase bookkeeping, building the pipelines, summaries. Reported:
+``run()`` wall, time inside Beam's runs, our own (the difference; the goal is
+under 1 s), the part of it before the first Beam run starts, and the number
+of Beam pipelines. Imports happen before ``run()`` and are not counted.
+
+    python bench/bench_startup.py
+    python bench/bench_startup.py --repeats 5 --append BENCHMARKS.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import REPO, add_append_argument, machine_description, markdown_table, publish  # noqa: E402
+
+GOAL_S = 1.0
+ENTRIES = ("Pipeline.run", "exact workflow", "fuzzy workflow", "semantic workflow (static)")
+
+# Runs in the child: the entry's objects are built, then run() is timed, with Beam's runs timed inside it.
+CHILD = r"""
+import json, sys, tempfile, time
+import apache_beam as beam
+from beam_curator import Pipeline
+from beam_curator.data import sample_corpus_path
+from beam_curator.stages.io import JsonlReader, JsonlWriter
+from beam_curator.workflows import ExactDeduplicationWorkflow, FuzzyDeduplicationWorkflow
+from beam_curator.workflows.semantic import TextSemanticDeduplicationWorkflow
+
+entry, work = sys.argv[1], tempfile.mkdtemp(prefix="bench-startup-")
+sample = str(sample_corpus_path())
+inside, firsts = [], []
+original = beam.Pipeline.run
+
+def timed_run(self, *args, **kwargs):
+    started = time.perf_counter()
+    firsts.append(started)
+    try:
+        result = original(self, *args, **kwargs)
+        result.wait_until_finish()
+        return result
+    finally:
+        inside.append(time.perf_counter() - started)
+
+beam.Pipeline.run = timed_run
+if entry == "Pipeline.run":
+    job = Pipeline("copy", stages=[JsonlReader(sample), JsonlWriter(f"{work}/out")])
+    go = lambda: job.run(checkpoint_path=f"{work}/ckpt")
+elif entry == "exact workflow":
+    go = ExactDeduplicationWorkflow(f"{work}/out", sample, "jsonl", cache_path=f"{work}/cache").run
+elif entry == "fuzzy workflow":
+    go = FuzzyDeduplicationWorkflow(f"{work}/cache", f"{work}/out", sample, "jsonl").run
+else:
+    go = TextSemanticDeduplicationWorkflow(sample, f"{work}/out", f"{work}/cache", "jsonl", id_field="doc_id",
+                                           embedding_backend="static", n_clusters=20, eps=0.07).run
+started = time.perf_counter()
+go()
+total = time.perf_counter() - started
+print("RESULT " + json.dumps({"total": total, "inside_beam": sum(inside), "pipelines": len(inside),
+                              "before_first": (firsts[0] if firsts else started + total) - started}))
+"""
+
+
+def measure(entry: str) -> dict:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", CHILD, entry], capture_output=True, text=True, env=env, cwd=REPO)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode or not lines:
+        raise SystemExit(f"{entry} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each after a warm-up; medians are reported")
+    add_append_argument(parser)
+    args = parser.parse_args(argv)
+    machine = machine_description()
+    runs: dict[str, list[dict]] = {entry: [] for entry in ENTRIES}
+    for entry in ENTRIES:  # warm-up: the static model is distilled and cached, files reach the page cache
+        measure(entry)
+    for round_ in range(args.repeats):
+        shift = round_ % len(ENTRIES)
+        for entry in ENTRIES[shift:] + ENTRIES[:shift]:
+            runs[entry].append(measure(entry))
+
+    def median(entry: str, name: str) -> float:
+        return statistics.median(run[name] for run in runs[entry])
+
+    rows = []
+    for entry in ENTRIES:
+        ours = statistics.median(run["total"] - run["inside_beam"] for run in runs[entry])
+        rows.append([entry, f"{median(entry, 'total'):.2f}", f"{median(entry, 'inside_beam'):.2f}", f"{ours:.2f}",
+                     f"{median(entry, 'before_first'):.2f}", f"{median(entry, 'pipelines'):.0f}",
+                     "yes" if ours < GOAL_S else "no"])
+    body = (
+        "A first run of each entry point on the bundled sample (614 documents; fresh folders; semantic with "
+        "the static backend, n_clusters=20, eps=0.07), each in a fresh interpreter, imports done before `run()`. "
+        f"Median of {args.repeats} in rotating order, after a warm-up. 'inside Beam' = the time in "
+        "`apache_beam.Pipeline.run` until each result is back (the stages' work included); 'ours' = `run()` "
+        f"minus that (goal: under {GOAL_S:g} s); 'before the first Beam run' is part of it.\n\n"
+        + markdown_table(["entry point", "run() wall s", "inside Beam s", "ours s", "before the first Beam run s",
+                          "Beam pipelines", f"ours < {GOAL_S:g} s"], rows, align="lrrrrrl")
+    )
+    publish(__file__, body, args.append, machine)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
