@@ -6,7 +6,8 @@ runs end to end on the first N documents (JSONL files of ``--docs-per-file``
 records, integer ``doc_id``), timed from its own metadata. The screening
 model is chosen as the workflow chooses it (``--screening-model``,
 ``--screening-backend``, ``--screening-runtime``, ``--screening-max-chars``);
-the full model is the bundled all-MiniLM-L6-v2.
+the full model is the bundled all-MiniLM-L6-v2, run by torch or by
+``--runtime`` (e.g. ``onnx``: the same weights on ONNX Runtime).
 
 Recall is measured on the first ``--recall-size`` documents (default: N):
 the reference is ``SemanticDeduplicationWorkflow`` on the full model's
@@ -56,7 +57,7 @@ def run_cascade(n: int, records: list[dict], work: Path, args: argparse.Namespac
                      screening_eps=args.screening_eps)
     meta = TextSemanticDeduplicationWorkflow(
         str(inputs), str(work / f"output-{n}"), str(work / f"cache-{n}"), id_field=ID, input_filetype="jsonl",
-        output_filetype="jsonl", embedding_backend="sentence-transformers", n_clusters=clusters(n, args),
+        output_filetype="jsonl", embedding_backend="sentence-transformers", embedding_runtime=args.runtime, n_clusters=clusters(n, args),
         eps=args.eps, which_to_keep=args.which_to_keep, runner=args.runner, **screening,
     ).run().metadata
     meta["removed"] = pd.read_parquet(Path(meta["duplicate_pairs_path"]) / "duplicate_pairs.parquet")
@@ -86,8 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--screening-model", default=DEFAULT_MODEL, help="screening model name or folder")
     parser.add_argument("--screening-backend", default="sentence-transformers")
     parser.add_argument("--screening-runtime", default="torch")
+    parser.add_argument("--runtime", default="torch",
+                        help="the full model's embedding_runtime in the cascade (onnx: the same model on ONNX Runtime); "
+                        "the full-model-only reference is always torch's")
     parser.add_argument("--screening-max-chars", type=int, default=64, help="0: whole texts")
-    parser.add_argument("--screening-eps", type=float, help="default: the workflow's (10 x eps, at most 0.3)")
+    parser.add_argument("--screening-eps", type=float, help="default: the workflow's (5 x eps, at most 0.3)")
     parser.add_argument("--eps", type=float, default=0.01)
     parser.add_argument("--which-to-keep", default="hard",
                         help="ranking of both runs; random orders by a hash of the id, the same in both")
@@ -127,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     times = [f"{timed.get(p + '_time', 0):.1f}" for p in PHASES]
     body = (
         f"Verify cascade: screening model {screening}, screening_eps {args.screening_eps or 'default'}; full model "
-        f"{DEFAULT_MODEL} (torch); eps {args.eps}, which_to_keep {args.which_to_keep}, k = N / {args.docs_per_cluster}, runner {args.runner}. "
+        f"{DEFAULT_MODEL} ({args.runtime}; the full-model-only reference: torch); eps {args.eps}, which_to_keep {args.which_to_keep}, k = N / {args.docs_per_cluster}, runner {args.runner}. "
         "Seconds per phase (wall; verification includes embedding the candidates with the full model):\n\n"
         + markdown_table(["N", *PHASES, "total", "candidate pairs", "candidates (full-model embedded)", "removed"],
                          [[f"{args.size:,}", *times, f"{timed['total_time']:.1f}", timed["num_candidate_pairs"],

@@ -14,7 +14,8 @@ the same static model, on the Debian corpus, in one run.
    ``embedding_backend="static"`` (all defaults: 100 clusters, the local
    runner) from JSONL files to the clean output, at each ``--sizes`` N (the
    first N documents, ``--docs-per-file`` per file), wall and CPU seconds of
-   the whole process; distillation is done before and not counted (cached).
+   ``run()`` in this process, after its imports (torch's included);
+   distillation is done before and not counted (cached).
 3. SemHash 0.5.0 (``SemHash.from_records(...).self_deduplicate``) with the
    same static model at the same N (and at the sample's size) and threshold (1 - ``--e2e-eps``), wall and
    CPU. For each tool: documents removed; where N is within the sample, how
@@ -194,7 +195,8 @@ Static against the full model on the first {args.sample:,} documents, exact all-
 
 End to end at eps {args.e2e_eps:g} (ours: the text workflow with every default and `embedding_backend="static"`,
 JSONL in, clean JSONL out; SemHash: `from_records` + `self_deduplicate(threshold={1 - args.e2e_eps:g})`,
-records in memory, nothing written). Seconds of the whole process, wall and CPU. Recall: the full model's
+records in memory, nothing written). Seconds of the call (ours `run()`; SemHash loading the model, then
+deduplicating), wall and CPU, in one process after its imports. Recall: the full model's
 duplicate pairs with a member removed; precision: removed documents that have a full-model partner (both only
 within the {args.sample:,}-document sample); overlap: Jaccard of the two tools' removed sets.
 

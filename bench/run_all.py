@@ -31,11 +31,14 @@ SCRIPTS = (
     "bench_checkpoint.py",
     "bench_in_order.py",
     "bench_rerun.py",
+    "bench_startup.py",
     "bench_recall.py",
     "bench_e2e.py",
     "bench_embedding.py",
     "bench_embedding_backends.py",
     "bench_static.py",  # ~17 min the first time: the full model's vectors of the 10k sample are then cached
+    "bench_transforms.py",
+    "bench_cascade.py",  # ~15 min: the full model embeds every candidate of all 63,905 documents
     "bench_clusters.py",  # needs Java and the clusters extra (pyflink, pyspark)
 )
 

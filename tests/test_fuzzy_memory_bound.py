@@ -10,7 +10,13 @@ import pyarrow as pa
 import pytest
 
 from beam_curator.dedup.fuzzy import memory_bound
-from beam_curator.dedup.fuzzy.memory_bound import available_memory, in_memory_edge_limit, peak_bytes_per_edge
+from beam_curator.dedup.fuzzy.memory_bound import (
+    SMALL_GRAPH_EDGES,
+    available_memory,
+    generous_peak_bytes,
+    in_memory_edge_limit,
+    peak_bytes_per_edge,
+)
 
 
 def edges(count: int, width: int | None = None) -> tuple[pa.Array, pa.Array]:
@@ -52,6 +58,21 @@ def test_the_limit_is_the_memory_over_the_measured_peak_per_edge() -> None:
     default, per_edge = in_memory_edge_limit(x, y)
     expected = available_memory() * memory_bound.MEMORY_SHARE / per_edge
     assert 0.8 * expected < default < 1.2 * expected
+
+
+def test_a_small_graph_is_not_measured_and_its_bound_is_above_the_measured_peak(monkeypatch) -> None:
+    for width in (None, 60):
+        x, y = edges(SMALL_GRAPH_EDGES, width)
+        assert generous_peak_bytes(x, y) > 2 * peak_bytes_per_edge(x, y) * len(x), width
+    with monkeypatch.context() as patch:
+        patch.setattr(memory_bound, "peak_bytes_per_edge", lambda x, y: pytest.fail("a small graph was measured"))
+        limit, per_edge = in_memory_edge_limit(x, y, memory=1 << 30)
+    assert per_edge == generous_peak_bytes(x, y) / len(x) and limit == int((1 << 30) // per_edge)
+    big = edges(SMALL_GRAPH_EDGES + 1)
+    measured = []
+    monkeypatch.setattr(memory_bound, "peak_bytes_per_edge", lambda x, y: measured.append(len(x)) or 100.0)
+    assert in_memory_edge_limit(*big, memory=1 << 30) == ((1 << 30) // 100, 100.0) and measured == [len(big[0])]
+    assert in_memory_edge_limit(x, y, memory=1 << 20) == ((1 << 20) // 100, 100.0), "a bound that does not fit"
 
 
 def test_a_cgroup_limit_below_the_machine_bounds_the_memory(tmp_path: Path, monkeypatch) -> None:

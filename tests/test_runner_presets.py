@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 import socket
 from pathlib import Path
@@ -45,6 +46,29 @@ def test_local_is_the_in_process_fn_api_runner() -> None:
     assert options.view_as(DirectOptions).direct_running_mode == "in_memory"
     assert options.view_as(DirectOptions).direct_num_workers == usable_cores()  # all the cores by default
     assert pipeline_options("local", num_workers=1).view_as(DirectOptions).direct_num_workers == 1
+
+
+def test_local_runs_bundles_on_several_threads_without_beams_warning_that_it_would_not(caplog) -> None:
+    """Beam warns that in_memory mode with several workers lacks parallelism;
+    its bundles' parts do run on threads of their own, so the preset drops
+    that warning, which every run would print."""
+    import threading
+    import time
+
+    import apache_beam as beam
+    from apache_beam.testing.util import assert_that, equal_to
+
+    def thread_of(_: int) -> int:
+        time.sleep(0.002)  # each part outlasts the other's start: two parts on one thread would be sequential
+        return threading.get_ident()
+
+    with caplog.at_level(logging.WARNING):
+        with beam.Pipeline(options=pipeline_options("local", num_workers=2)) as pipeline:
+            threads = (pipeline | beam.Create(range(200)) | beam.Reshuffle()
+                       | beam.Map(thread_of) | beam.Distinct()
+                       | beam.combiners.Count.Globally())
+            assert_that(threads, equal_to([2]))
+    assert not [record for record in caplog.records if "direct_num_workers" in record.getMessage()]
 
 
 def test_local_multiprocess_runs_the_requested_worker_processes() -> None:

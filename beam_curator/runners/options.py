@@ -11,6 +11,7 @@ start-up on a cluster, or by trying to download it on a site without internet.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import urllib.request
@@ -146,6 +147,24 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+class _ThreadsDoRunInMemory(logging.Filter):
+    """Drops the FnApiRunner's warning that ``in_memory`` mode with several
+    workers lacks parallelism, which every local run would print: it splits
+    each bundle's input into that many parts, each run on a thread of its own
+    (``multi_threading`` would send every element through gRPC instead)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "direct_num_workers is not equal to 1" not in record.getMessage()
+
+
+_FN_API_RUNNER_LOG = logging.getLogger("apache_beam.runners.portability.fn_api_runner.fn_runner")
+
+
+def _quiet_in_memory_threads_warning() -> None:
+    if not any(isinstance(known, _ThreadsDoRunInMemory) for known in _FN_API_RUNNER_LOG.filters):
+        _FN_API_RUNNER_LOG.addFilter(_ThreadsDoRunInMemory())
+
+
 def runner_args(
     runner: str = "local",
     *,
@@ -199,6 +218,7 @@ def runner_args(
         # Threads of this process, each running bundles: stages that spend their time in Arrow,
         # numpy or torch (which release the GIL) use that many cores, and a task's reads and
         # writes overlap another's compute.
+        _quiet_in_memory_threads_warning()
         return ["--runner=FnApiRunner", "--direct_running_mode=in_memory",
                 f"--direct_num_workers={num_workers or usable_cores()}"]
     if runner == "local-multiprocess":

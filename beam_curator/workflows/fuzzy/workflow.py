@@ -251,7 +251,8 @@ class FuzzyDeduplicationWorkflow(PerFileDeduplication):
         sample = self._edge_sample()
         limit, per_edge = in_memory_edge_limit(sample.column(0).combine_chunks(), sample.column(1).combine_chunks(),
                                                self.in_memory_components_bytes)
-        logger.info("connected components: %d edges; %.0f bytes per edge measured on %d, so in memory up to %d",
+        logger.info("connected components: %d edges; %.0f bytes per edge on the first %d (measured, or a small "
+                    "graph's bound), so in memory up to %d",
                     edges["edges"], per_edge, sample.num_rows, limit)
         if edges["edges"] > limit:
             return self._star_rounds(star_key, parts)
