@@ -19,8 +19,13 @@ many documents it removed:
   → ``FuzzyDedup`` → ``SemanticDedup`` (static), writing the kept documents
   to Parquet and the removed ones beside them.
 
+With ``--synthetic`` the documents are generated as ``bench_fuzzy_scale.py``
+makes them (Zipf-drawn words, mean ~500 characters, 10% near-copies planted
+at Jaccard 0.95 to 0.4), for sizes beyond the corpus.
+
     python bench/bench_transforms.py                 # all 63,905 documents
     python bench/bench_transforms.py --n 10000
+    python bench/bench_transforms.py --synthetic --n 100000
     python bench/bench_transforms.py --append BENCHMARKS.md
 """
 
@@ -43,13 +48,22 @@ CONTENDERS = ("exact-workflow", "exact-transform", "fuzzy-workflow", "fuzzy-tran
               "semantic-transform", "chain")
 
 
-def write_inputs(n: int, folder: Path, per_file: int = 1000) -> None:
-    records = load_corpus(n)
+def write_inputs(n: int, folder: Path, synthetic: bool, per_file: int = 1000) -> None:
+    records = synthetic_records(n, folder.parent / "synthetic") if synthetic else load_corpus(n)
     folder.mkdir(parents=True)
     for part, start in enumerate(range(0, n, per_file)):
         with (folder / f"part-{part:05d}.jsonl").open("w") as out:
             for offset, record in enumerate(records[start : start + per_file]):
                 out.write(json.dumps({ID: start + offset, "text": record["text"]}) + "\n")
+
+
+def synthetic_records(n: int, scratch: Path) -> list[dict]:
+    """``n`` generated texts with planted near-copies (``bench_fuzzy_scale.generate``'s defaults)."""
+    import pyarrow.parquet as pq
+    from bench_fuzzy_scale import generate
+
+    generate(scratch, n, per_file=20_000, planted=0.1, levels=[0.95, 0.9, 0.8, 0.6, 0.4], seed=0)
+    return [{"text": text} for path in sorted(scratch.glob("*.parquet")) for text in pq.read_table(path)["text"].to_pylist()]
 
 
 def static_model() -> str:
@@ -144,6 +158,8 @@ def measured(name: str, inputs: Path, work: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=63_905, help="documents of the corpus (default: all)")
+    parser.add_argument("--synthetic", action="store_true",
+                        help="generated documents with planted near-copies instead of the Debian corpus")
     parser.add_argument("--only", nargs="+", choices=CONTENDERS, help="run only these contenders")
     parser.add_argument("--contender", choices=CONTENDERS, help=argparse.SUPPRESS)
     parser.add_argument("--inputs", help=argparse.SUPPRESS)
@@ -157,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     static_model()  # distilled once, outside the timings
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
-        write_inputs(args.n, work / "input")
+        write_inputs(args.n, work / "input", args.synthetic)
         results = {name: measured(name, work / "input", work) for name in (args.only or CONTENDERS)}
     rows = []
     for kind in ("exact", "fuzzy", "semantic"):
@@ -174,7 +190,9 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(["exact → fuzzy → semantic", "one pipeline", f"{chain['wall']:.1f}", f"{chain['cpu']:.1f}",
                      f"{chain['rss_gb']:.2f}", f"{chain['removed']:,}"])
     table = markdown_table(["dedup", "contender", "wall s", "CPU s", "peak RSS GB", "removed"], rows)
-    body = f"""{args.n:,} Debian package descriptions, JSONL files of 1,000; each contender a process of its own at the
+    corpus = ("generated documents (bench_fuzzy_scale's: Zipf-drawn words, 10% planted near-copies)" if args.synthetic
+              else "Debian package descriptions")
+    body = f"""{args.n:,} {corpus}, JSONL files of 1,000; each contender a process of its own at the
 defaults a user gets on the local runner (semantic: static backend, n_clusters={CLUSTERS}, eps={EPS}).
 
 {table}
