@@ -35,7 +35,6 @@ import json
 import os
 import resource
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,7 +42,14 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import EMBEDDING_CACHE, add_append_argument, machine_description, markdown_table, publish  # noqa: E402
+from common import (  # noqa: E402
+    EMBEDDING_CACHE,
+    add_append_argument,
+    child_result,
+    machine_description,
+    markdown_table,
+    publish,
+)
 
 DIMS = 384
 CONTENDERS = ("beam_curator", "baseline")
@@ -164,11 +170,7 @@ def measure(contender: str, args: argparse.Namespace) -> dict:
     command = [sys.executable, __file__, "--contender", contender, *sys.argv[1:]]
     command = [part for part in command if part not in ("--append", str(args.append))] if args.append else command
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    if done.returncode or not lines:
-        raise SystemExit(f"{contender} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
-    return json.loads(lines[-1][len("RESULT "):])
+    return child_result(command, contender, env=env)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,15 +27,13 @@ import time is reported beside).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, add_append_argument, machine_description, markdown_table, publish  # noqa: E402
+from common import REPO, add_append_argument, child_result, machine_description, markdown_table, publish  # noqa: E402
 
 GOAL_S = 1.0
 ENTRIES = ("Pipeline.run", "exact workflow", "fuzzy workflow", "semantic workflow (static)")
@@ -90,11 +88,7 @@ print("RESULT " + json.dumps({"total": total, "inside_beam": sum(inside), "pipel
 
 def measure(entry: str) -> dict:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-c", CHILD, entry], capture_output=True, text=True, env=env, cwd=REPO)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    if done.returncode or not lines:
-        raise SystemExit(f"{entry} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
-    return json.loads(lines[-1][len("RESULT "):])
+    return child_result([sys.executable, "-c", CHILD, entry], entry, env=env, cwd=REPO)
 
 
 def main(argv: list[str] | None = None) -> int:

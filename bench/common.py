@@ -21,6 +21,7 @@ import os
 import platform
 import resource
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -51,9 +52,10 @@ def cpu_model() -> str:
 def machine_description() -> str:
     """CPU model, cores, torch threads, GPU (if any), versions and the load
     average when the run started (high load means noisy absolute figures)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    from beam_curator.runners import usable_cores  # here: a baseline's process imports this module, not Beam
+
     parts = [
-        f"{cpu_model()}, {cores} cores usable of {os.cpu_count()}",
+        f"{cpu_model()}, {usable_cores()} cores usable of {os.cpu_count()}",
         f"torch {torch.__version__} with {torch.get_num_threads()} threads",
     ]
     if torch.cuda.is_available():
@@ -65,6 +67,16 @@ def machine_description() -> str:
     if hasattr(os, "getloadavg"):
         parts.append("load average {:.1f}/{:.1f}/{:.1f}".format(*os.getloadavg()))
     return ", ".join(parts)
+
+
+def child_result(command: list[str], what: str, **run: object) -> dict:
+    """Run a measuring child process; its last ``RESULT <json>`` line of stdout,
+    or exit naming ``what`` failed, with the end of its stderr."""
+    done = subprocess.run(command, capture_output=True, text=True, **run)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode or not lines:
+        raise SystemExit(f"{what} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]], align: str | None = None) -> str:

@@ -44,12 +44,12 @@ def check_columns(table: pa.Table, columns: Mapping[str, str], transform: str) -
 class RowsOfBatches(beam.PTransform):
     """``row_dedup`` (a dedup transform on dicts) applied to the rows of
     ``DocumentBatch`` tasks; ``columns`` maps its parameters to the columns
-    it reads (``{"id_field": "doc_id", "text_field": "text"}``). Gives
-    ``DedupOutputs`` of batches."""
+    it reads (``{"id_field": "doc_id", "text_field": "text"}``, always with
+    ``id_field``). Gives ``DedupOutputs`` of batches."""
 
-    def __init__(self, row_dedup: beam.PTransform, columns: Mapping[str, str], id_field: str, transform: str) -> None:
+    def __init__(self, row_dedup: beam.PTransform, columns: Mapping[str, str], transform: str) -> None:
         super().__init__()
-        self.row_dedup, self.columns, self.id_field, self.transform = row_dedup, dict(columns), id_field, transform
+        self.row_dedup, self.columns, self.transform = row_dedup, dict(columns), transform
 
     def expand(self, batches: beam.PCollection) -> DedupOutputs:
         keyed = batches | "KeyBatches" >> beam.Map(lambda batch: (uuid.uuid4().hex, batch))
@@ -59,7 +59,7 @@ class RowsOfBatches(beam.PTransform):
             | "ByBatch" >> beam.Map(lambda row: (row[BATCH_KEY], (row[BATCH_ROW], row[DUPLICATE_OF], row[SIMILARITY])))
         )
         joined = {"batch": keyed, "removed": removed} | "MeetTheirBatch" >> beam.CoGroupByKey()
-        tagged = joined | "DropRemovedRows" >> beam.ParDo(DropRows(self.id_field, self.transform))
+        tagged = joined | "DropRemovedRows" >> beam.ParDo(DropRows(self.columns["id_field"], self.transform))
         return kept_and_removed(tagged, batches.element_type, batches.element_type)
 
     def _rows(self, keyed: tuple[str, Task]) -> Iterator[dict]:

@@ -77,7 +77,7 @@ class FuzzyDedup(beam.PTransform):
         check_input(documents, _NAME)
         if takes_tasks(documents):
             columns = {"id_field": self.id_field, "text_field": self.text_field}
-            return documents | "ByRow" >> RowsOfBatches(copy.copy(self), columns, self.id_field, _NAME)
+            return documents | "ByRow" >> RowsOfBatches(copy.copy(self), columns, _NAME)
         signed = split_by_tag(documents
                               | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=1024)
                               | "Sign" >> beam.FlatMap(self._signed), [_SIGNED, _BANDS], "Take")

@@ -169,8 +169,8 @@ class SemanticDedup(beam.PTransform):
             source = {"text_field": self.text_field} if self.embedding_field is None else {
                 "embedding_field": self.embedding_field}
             ranked_by = {f"ranking_strategy.metadata_cols[{number}]": name for number, name in enumerate(self._columns)}
-            return documents | "ByRow" >> RowsOfBatches(copy.copy(self), {"id_field": self.id_field, **source,
-                                                                          **ranked_by}, self.id_field, _NAME)
+            columns = {"id_field": self.id_field, **source, **ranked_by}
+            return documents | "ByRow" >> RowsOfBatches(copy.copy(self), columns, _NAME)
         keyed = documents | "KeyById" >> beam.Map(lambda document: (self._id(document), document))
         vectors = keyed | "Vectors" >> self._vectors()
         stats = vectors | "CountDocuments" >> beam.CombineGlobally(_CountAndDims())

@@ -103,10 +103,8 @@ def in_memory_edge_limit(x: pa.Array, y: pa.Array, memory: int | None = None) ->
     smaller sample is the whole graph); a small graph whose generous bound
     fits is not measured."""
     memory = int(available_memory() * MEMORY_SHARE) if memory is None else memory
-    if 0 < len(x) <= SMALL_GRAPH_EDGES and generous_peak_bytes(x, y) <= memory:
-        per_edge = generous_peak_bytes(x, y) / len(x)
-    else:
-        per_edge = peak_bytes_per_edge(x, y)
+    bound = generous_peak_bytes(x, y)
+    per_edge = bound / len(x) if 0 < len(x) <= SMALL_GRAPH_EDGES and bound <= memory else peak_bytes_per_edge(x, y)
     return (int(memory // per_edge) if per_edge else memory), per_edge
 
 
