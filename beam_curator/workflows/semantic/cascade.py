@@ -57,7 +57,9 @@ MAX_DEFAULT_SCREENING_EPS = 0.3
 
 
 def default_screening_eps(eps: float) -> float:
-    return min(MAX_DEFAULT_SCREENING_EPS, max(eps, SCREENING_EPS_FACTOR * eps))
+    """``SCREENING_EPS_FACTOR`` times eps, at most ``MAX_DEFAULT_SCREENING_EPS``,
+    never below eps (a screening stricter than the full model would miss its pairs)."""
+    return max(eps, min(MAX_DEFAULT_SCREENING_EPS, SCREENING_EPS_FACTOR * eps))
 
 
 class CandidatePairsStage(ClusterPairwiseStage):
