@@ -348,7 +348,8 @@ class ClusterChecks:
                    "--fail-once-dir", str(tmp_path / "attempts")]
         done = subprocess.run(command, capture_output=True, text=True, timeout=400, env=driver_environment())
         assert done.returncode == 0, done.stderr[-3000:]
-        assert json.loads(done.stdout.strip().splitlines()[-1]) == {"pending": files, "skipped": 0, "completed": files}
+        summary = json.loads(done.stdout.strip().splitlines()[-1])
+        assert summary == {"pending": files, "skipped": 0, "completed": files}, (summary, done.stderr[-3000:])
         assert len(list((tmp_path / "attempts").iterdir())) == files, "every partition failed once first"
         assert curator_helpers.output_rows(tmp_path / "out") == curator_helpers.output_rows(reference)
         assert open_store(str(tmp_path / "ckpt")).completed() == {curator_helpers.source_id([f]) for f in input_dir.glob("*.jsonl")}
