@@ -51,6 +51,8 @@ from common import (  # noqa: E402
     publish,
 )
 
+from beam_curator.cores import usable_cores  # noqa: E402
+
 DIMS = 384
 CONTENDERS = ("beam_curator", "baseline")
 
@@ -199,8 +201,6 @@ def main(argv: list[str] | None = None) -> int:
     generated = time.monotonic() - started
     results = {name: measure(name, args) for name in CONTENDERS if args.only in (None, name)}
     k = max(1, args.n // args.docs_per_cluster)
-    from beam_curator.runners import usable_cores  # not at the top: the baseline's process does not import Beam
-
     rows = []
     for name, found in results.items():
         phases = ", ".join(f"{phase} {seconds:.1f}" for phase, seconds in found["phases"].items())

@@ -33,6 +33,8 @@ from typing import TypeVar
 import numpy as np
 import torch
 
+from beam_curator.cores import usable_cores
+
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "data" / "debian-package-descriptions.jsonl.gz"
 EMBEDDING_CACHE = Path(os.environ.get("BEAM_CURATOR_BENCH_CACHE", "/tmp/beam_curator_bench"))
@@ -52,8 +54,6 @@ def cpu_model() -> str:
 def machine_description() -> str:
     """CPU model, cores, torch threads, GPU (if any), versions and the load
     average when the run started (high load means noisy absolute figures)."""
-    from beam_curator.runners import usable_cores  # here: a baseline's process imports this module, not Beam
-
     parts = [
         f"{cpu_model()}, {usable_cores()} cores usable of {os.cpu_count()}",
         f"torch {torch.__version__} with {torch.get_num_threads()} threads",

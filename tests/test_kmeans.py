@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -234,6 +235,19 @@ def test_module_loads_without_beam_or_gpu_packages() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_gpu_check_script_loads_without_beam() -> None:
+    """bench/gpu_check.sh runs on GPU machines that have torch but not Apache
+    Beam: its imports (the benches' shared helpers, the kernels) must not
+    pull Beam in, as they once did through the machine description."""
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    code = (
+        f"import sys; sys.path.insert(0, {str(bench)!r}); import gpu_check; "
+        "print('apache_beam' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
 
 
 def test_seeding_and_assignment_in_small_blocks_give_the_same_model(monkeypatch: pytest.MonkeyPatch) -> None:

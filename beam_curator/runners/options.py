@@ -18,6 +18,7 @@ import urllib.request
 
 from apache_beam.options.pipeline_options import FlinkRunnerOptions, PipelineOptions
 
+from beam_curator.cores import usable_cores
 from beam_curator.logs import worker_log_level
 from beam_curator.runners.dask import dask_flags
 from beam_curator.runners.flink_runner import SharedJobServerFlinkRunner
@@ -139,12 +140,6 @@ def _environment(
         if not environment_config.lstrip().startswith("{"):
             environment_config = json.dumps({"command": environment_config})
     return kind, environment_config
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity, which a batch
-    scheduler such as Slurm narrows), not every core of the machine."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class _ThreadsDoRunInMemory(logging.Filter):
