@@ -7,6 +7,7 @@ vLLM spawns engine processes and needs a ``__main__`` guard.
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import subprocess
@@ -18,6 +19,7 @@ from typing import Any
 
 import apache_beam as beam
 import numpy as np
+import pyarrow as pa
 import pytest
 from apache_beam.ml.inference.base import KeyedModelHandler, ModelHandler, PredictionResult, RunInference
 from apache_beam.testing.util import assert_that
@@ -31,6 +33,8 @@ from beam_curator.models import (
     make_embedding_handler,
     resolve_model,
 )
+from beam_curator.tasks import DocumentBatch
+from beam_curator.transforms.embedding import EmbeddingStage
 from stages_for_tests import vllm_missing
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -122,6 +126,42 @@ def test_max_chars_embeds_only_the_prefix(st_model, tmp_path):
     prefix_vec, full_vec = reference(st_model, [head, text])
     np.testing.assert_allclose(normalise(vector), prefix_vec, atol=1e-5)
     assert float(normalise(vector) @ full_vec) < 0.95
+
+
+class RecordingHandler(SentenceTransformerEmbeddingHandler):
+    """The real handler, also appending every text it embeds to a file."""
+
+    def __init__(self, log: Path) -> None:
+        super().__init__(device="cpu")
+        self.log = log
+
+    def run_inference(self, batch, model, inference_args=None):
+        with self.log.open("a") as out:
+            out.writelines(json.dumps(text) + "\n" for text in batch)
+        return super().run_inference(batch, model, inference_args)
+
+
+def test_the_embedding_stage_embeds_each_text_of_a_batch_once(st_model, tmp_path):
+    texts = [SENTENCES[0], SENTENCES[1], SENTENCES[0], SENTENCES[2], SENTENCES[1], SENTENCES[0]]
+    tasks = [DocumentBatch(task_id="t0", dataset_name="d", data=pa.table({"id": list(range(6)), "text": texts})),
+             DocumentBatch(task_id="t1", dataset_name="d", data=pa.table({"id": [6, 7], "text": [SENTENCES[2]] * 2}))]
+    log = tmp_path / "embedded.jsonl"
+    out = tmp_path / "rows.pkl"
+
+    def save(batches: list) -> None:
+        out.write_bytes(pickle.dumps([row for batch in batches for row in batch.to_pyarrow().to_pylist()]))
+
+    with beam.Pipeline(runner="DirectRunner") as pipeline:
+        stage = EmbeddingStage(RecordingHandler(log))
+        embedded = pipeline | beam.Create(tasks) | stage.transform() | beam.Values()
+        assert_that(embedded, save)
+
+    embedded_texts = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sorted(embedded_texts) == sorted([*SENTENCES[:3], SENTENCES[2]])  # once per batch
+    rows = sorted(pickle.loads(out.read_bytes()), key=lambda row: row["id"])
+    assert [row["text"] for row in rows] == [*texts, SENTENCES[2], SENTENCES[2]]
+    expected = reference(st_model, [row["text"] for row in rows])
+    np.testing.assert_allclose(normalise(np.array([row["embeddings"] for row in rows])), expected, atol=1e-5)
 
 
 def test_bad_encode_batch_size_is_refused():
