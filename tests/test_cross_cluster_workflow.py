@@ -13,12 +13,11 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
-from semdedup_helpers import duplicate_ids, write_embeddings  # noqa: E402
+from semdedup_helpers import duplicate_ids, straddling_vectors, write_embeddings  # noqa: E402
 
 from beam_curator.workflows import SemanticDeduplicationWorkflow  # noqa: E402
 
@@ -29,16 +28,7 @@ EPS = 0.01
 
 
 def straddling_embeddings(folder: Path) -> Path:
-    """Groups around axes 0 and 1 (noise only on axes the pairs do not use), and
-    pairs ``e0 + e1 + e_i`` plus 0.15 e0 or e1: cosine 0.993 within a pair, ~0.67 across pairs."""
-    rng = np.random.default_rng(7)
-    axes = np.eye(DIM)
-    free = DIM - 2 - PAIRS
-    noise = np.hstack([np.zeros((2 * GROUP, 2 + PAIRS)), 0.25 * rng.normal(size=(2 * GROUP, free))])
-    groups = np.vstack([np.repeat(axes[:1], GROUP, 0), np.repeat(axes[1:2], GROUP, 0)]) + noise
-    middles = axes[0] + axes[1] + axes[2 : 2 + PAIRS]
-    vectors = np.vstack([groups, middles + 0.15 * axes[0], middles + 0.15 * axes[1]])
-    ids = [f"g{i}" for i in range(2 * GROUP)] + [f"L{i}" for i in range(PAIRS)] + [f"R{i}" for i in range(PAIRS)]
+    ids, vectors = straddling_vectors(PAIRS, GROUP, DIM)
     return write_embeddings(folder, ids, vectors, files=3)
 
 

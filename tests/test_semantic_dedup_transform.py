@@ -15,6 +15,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import apache_beam as beam
 import numpy as np
@@ -32,7 +33,7 @@ from beam_curator.transforms import SemanticDedup
 from beam_curator.workflows import SemanticDeduplicationWorkflow
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
-from semdedup_helpers import NOTES, captured_logs, duplicate_ids  # noqa: E402
+from semdedup_helpers import NOTES, captured_logs, duplicate_ids, straddling_vectors  # noqa: E402
 
 SETTINGS = {"n_clusters": 6, "eps": 0.02}
 
@@ -57,14 +58,15 @@ def documents() -> list[dict]:
     return vectors_with_near_copies()
 
 
-def workflow_pairs(documents: list[dict], folder: Path, **settings: object) -> dict[int, tuple[int, float]]:
+def workflow_pairs(documents: list[dict], folder: Path, **settings: object) -> dict[Any, tuple[Any, float]]:
     """Each document the semantic workflow removes: the one it duplicates and their score."""
     (folder / "input").mkdir(parents=True)
     pd.DataFrame(documents).to_parquet(folder / "input" / "part.parquet")
     SemanticDeduplicationWorkflow(str(folder / "input"), str(folder / "output"), str(folder / "cache"),
                                   id_field="id", embedding_field="embeddings", verbose=False, **settings).run()
     pairs = duplicate_ids(folder / "output")
-    return {int(row.id): (int(row.max_id), float(row.cosine_sim_score)) for row in pairs.itertuples()}
+    return {key: (max_id, score) for key, max_id, score in zip(
+        pairs["id"].tolist(), pairs["max_id"].tolist(), pairs["cosine_sim_score"].tolist())}
 
 
 @pytest.fixture(scope="module")
@@ -176,6 +178,29 @@ def test_a_ranking_strategy_keeps_the_workflows_copies_in_whole_clusters_and_in_
         assert_same_removals(found, expected)
 
 
+@pytest.mark.parametrize(("margin", "blocks"), [(None, 1 << 16), (None, 16), (0.3, 16), (0.0, 16)])
+def test_the_cross_cluster_pass_finds_the_workflows_pairs_across_cluster_boundaries(
+    tmp_path: Path, margin: float | None, blocks: int,
+) -> None:
+    """Near-duplicate pairs straddling the boundary of two clusters: the cross-cluster pass removes what the
+    workflow's removes, in whole clusters and in blocks of 16 (each cluster's ~300 visitors then in chunks of
+    16 too); without it, or with a margin no document is within, neither removes them."""
+    ids, vectors = straddling_vectors()
+    straddling = [{"id": key, "embeddings": vector.astype(np.float32).tolist()} for key, vector in zip(ids, vectors)]
+    settings = {"n_clusters": 2, "eps": 0.01, "cross_cluster": True, "cross_cluster_margin": margin}
+    expected = workflow_pairs(straddling, tmp_path / "workflow", **settings)
+    found = transform_pairs(straddling, tmp_path / "transform", {"runner": "local"}, **settings,
+                            cluster_block_size=blocks)
+    assert_same_removals(found, expected)
+    pairs = [{f"L{i}", f"R{i}"} for i in range(6)]
+    assert [len(pair & set(found)) for pair in pairs] == [0 if margin == 0 else 1] * 6
+    assert set(found) <= set().union(*pairs)
+    if margin is None and blocks == 16:
+        plain = transform_pairs(straddling, tmp_path / "plain", {"runner": "local"}, n_clusters=2, eps=0.01,
+                                cluster_block_size=blocks)
+        assert plain == {}
+
+
 def test_a_real_model_through_run_inference_keeps_one_document_of_each_text(tmp_path: Path) -> None:
     """The bundled sentence-transformers model embeds each document's text;
     of a text's three copies one is kept, and the others name a copy of it."""
@@ -215,6 +240,12 @@ def test_the_settings_are_checked_when_the_transform_is_made() -> None:
         SemanticDedup(embedding_field="embeddings", cluster_block_size=0)
     with pytest.raises(ValueError, match=r"ranking_strategy must be a RankingStrategy .*not \['quality'\]"):
         SemanticDedup(embedding_field="embeddings", ranking_strategy=["quality"])
+    with pytest.raises(ValueError, match="cross_cluster_margin limits the cross-cluster pass; pass cross_cluster=True"):
+        SemanticDedup(embedding_field="embeddings", cross_cluster_margin=0.1)
+    with pytest.raises(ValueError, match=r"cross_cluster_margin must be a distance >= 0 .*not -0.1"):
+        SemanticDedup(embedding_field="embeddings", cross_cluster=True, cross_cluster_margin=-0.1)
+    with pytest.raises(ValueError, match="the cross-cluster pass needs one order over all documents"):
+        SemanticDedup(embedding_field="embeddings", cross_cluster=True, ranking_strategy=RankingStrategy.random())
     pipeline = beam.Pipeline()
     ticks = pipeline | PeriodicImpulse(0, 10, 1) | beam.Map(lambda t: {"id": int(t), "embeddings": [1.0]})
     with pytest.raises(ValueError, match="SemanticDedup takes a bounded PCollection.*unbounded"):

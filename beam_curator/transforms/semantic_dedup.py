@@ -25,6 +25,12 @@ cluster with its visitors), and each document keeps its best match over the
 pairs, ties going to the earlier-ranked document, as within one scan. A
 worker then holds at most two blocks of vectors; each document is sent to as
 many pairs as its cluster has blocks.
+
+With ``cross_cluster`` a document also *visits* its second-nearest cluster
+(``cross_cluster.visited_clusters``): a cluster's visitors are split into
+chunks of at most ``cluster_block_size`` the same way, and each chunk meets
+each block of the cluster (chunk 0 in the block's own group, later chunks in
+groups of their own), so a worker still holds at most two blocks' worth.
 """
 
 from __future__ import annotations
@@ -65,6 +71,8 @@ from beam_curator.transforms.embedding_cache import EmbedWithCache, cache_folder
 
 _NAME = "SemanticDedup"
 _ASSIGN_BATCH = 4096  # documents assigned to centroids per kernel call
+_MEMBER, _VISITOR = 0, 1  # a document's role in a cluster: in it, or visiting it (the cross-cluster pass)
+_VISITING = -1  # the block a visitor is tagged with in a block's group
 
 
 class SemanticDedup(beam.PTransform):
@@ -83,6 +91,9 @@ class SemanticDedup(beam.PTransform):
     defaults); with the same vectors and settings the removed ids are the
     workflow's. ``ranking_strategy`` (``RankingStrategy``, read from the
     documents' fields) overrides ``which_to_keep`` as in the workflow.
+    ``cross_cluster`` also compares each document with the members of its
+    second-nearest cluster (only those within ``cross_cluster_margin`` of
+    that boundary, if given), as the workflow's cross-cluster pass does.
     ``cluster_block_size`` bounds the documents of a cluster one
     worker holds (a larger cluster is scored by pairs of blocks: see the
     module docstring). ``cache_path`` keeps each text's vector
@@ -118,6 +129,8 @@ class SemanticDedup(beam.PTransform):
         kmeans_backend: str = "auto",
         pairwise_batch_size: int = 1024,
         cluster_block_size: int = 1 << 16,
+        cross_cluster: bool = False,
+        cross_cluster_margin: float | None = None,
         cache_path: str | None = None,
         cache_key: str | None = None,
     ) -> None:
@@ -151,6 +164,19 @@ class SemanticDedup(beam.PTransform):
                                  ("cluster_block_size", cluster_block_size)):
             if isinstance(value, bool) or not isinstance(value, int) or value < (0 if parameter == "max_iter" else 1):
                 raise ValueError(f"{_NAME}: {parameter} must be a positive integer, not {value!r}")
+        if not isinstance(cross_cluster, bool):
+            raise ValueError(f"{_NAME}: cross_cluster must be True or False, not {cross_cluster!r}")
+        if cross_cluster_margin is not None:
+            if not cross_cluster:
+                raise ValueError(f"{_NAME}: cross_cluster_margin limits the cross-cluster pass; pass "
+                                 "cross_cluster=True with it, or drop it")
+            if isinstance(cross_cluster_margin, bool) or not isinstance(cross_cluster_margin, (int, float)) \
+                    or not cross_cluster_margin >= 0:
+                raise ValueError(f"{_NAME}: cross_cluster_margin must be a distance >= 0 (or None: every "
+                                 f"document visits), not {cross_cluster_margin!r}")
+        if cross_cluster and ranking_strategy is not None:
+            raise ValueError(f"{_NAME}: ranking_strategy orders each cluster on its own; the cross-cluster pass "
+                             "needs one order over all documents, so drop cross_cluster or ranking_strategy")
         self.model_handler = model_handler
         self.id_field, self.text_field, self.embedding_field = id_field, text_field, embedding_field
         self.n_clusters, self.eps = n_clusters, float(eps)
@@ -161,6 +187,7 @@ class SemanticDedup(beam.PTransform):
                     "init": InitOptions(init, n_init, oversampling_factor, max_samples_per_batch)}
         self.fit_data_fraction, self.max_sample_bytes = fit_data_fraction, kmeans_max_sample_bytes
         self.pairwise_batch_size, self.block_size = pairwise_batch_size, cluster_block_size
+        self.cross_cluster, self.margin = cross_cluster, cross_cluster_margin
         self.cache_path, self.cache_key = cache_path, cache_key
 
     def expand(self, documents: beam.PCollection) -> DedupOutputs:
@@ -183,9 +210,9 @@ class SemanticDedup(beam.PTransform):
         assigned = (
             vectors
             | "AssignBatches" >> beam.BatchElements(min_batch_size=1, max_batch_size=_ASSIGN_BATCH)
-            | "NearestCentroid" >> beam.FlatMap(_nearest_centroid, centroids=beam.pvalue.AsSingleton(centroids))
+            | "NearestCentroid" >> beam.FlatMap(self._nearest_centroid, centroids=beam.pvalue.AsSingleton(centroids))
         )
-        sizes = assigned | "ClusterSizes" >> beam.combiners.Count.PerKey()
+        sizes = assigned | "ClusterSizes" >> beam.combiners.Count.PerKey()  # each cluster's members, and visitors
         removals = (
             assigned
             | "ToBlockPairs" >> beam.FlatMap(self._block_pairs, sizes=beam.pvalue.AsDict(sizes))
@@ -259,39 +286,82 @@ class SemanticDedup(beam.PTransform):
         matrix = _unit_rows([sample[i][:2] for i in order])
         return fit_kmeans(matrix, self.n_clusters, **self.fit).centroids
 
-    def _block_pairs(self, member: tuple[int, tuple], sizes: dict[int, int]) -> Iterator[tuple[tuple, tuple]]:
-        """A cluster's member keyed by each pair of blocks it is in: ``(cluster, block, block)`` alone for a
-        cluster of one block, else ``(cluster, low, high)`` with every block of its cluster."""
-        cluster, document = member
-        blocks = -(-sizes[cluster] // self.block_size)
-        if blocks == 1:
-            yield (cluster, 0, 0), (0, *document)
-            return
-        own = int(uniform_by_id([document[0]], self.seed)[0] * blocks)
-        for other in range(blocks):
-            yield (cluster, min(own, other), max(own, other)), (own, *document)
+    def _nearest_centroid(self, batch: list[tuple[Any, np.ndarray, tuple]],
+                          centroids: np.ndarray | None) -> Iterator[tuple]:
+        """``((cluster, role), (id, vector, cosine distance, l2 distance, ranking values))`` of each document of
+        a batch: as a member of its nearest cluster and, with the cross-cluster pass, as a visitor of the
+        cluster it visits (distances to its own centroid either way: they rank it; vectors as given: the
+        scoring normalises them itself, as the workflow does)."""
+        from beam_curator.dedup.semantic.cross_cluster import visited_clusters  # imports torch: only on a worker
+        from beam_curator.dedup.semantic.kmeans import assign
 
-    def _pair_duplicates(self, pair: tuple[tuple, Iterable[tuple]]) -> Iterator[tuple[Any, tuple]]:
-        """``(id, (score, max_id, max_id's rank))`` of each document of a block pair whose best earlier match
-        in it scores at least ``1 - eps``: within the block, or across the two blocks."""
+        found = assign(_unit_rows([document[:2] for document in batch]), centroids)
+        visits = [-1] * len(batch)
+        if self.cross_cluster:
+            near, second = ((found.cosine_dist_to_cent, found.second_cosine_dist) if self.distance_metric == "cosine"
+                            else (found.l2_dist_to_cent, found.second_l2_dist))
+            visits = visited_clusters(found.second_labels, near, second, self.margin).tolist()
+        for (key, vector, ranked_by), label, visit, cos, l2 in zip(
+                batch, found.labels.tolist(), visits, found.cosine_dist_to_cent.tolist(), found.l2_dist_to_cent.tolist()):
+            yield (label, _MEMBER), (key, vector, cos, l2, ranked_by)
+            if visit >= 0:
+                yield (visit, _VISITOR), (key, vector, cos, l2, ranked_by)
+
+    def _block_pairs(self, assigned: tuple[tuple[int, int], tuple],
+                     sizes: dict[tuple[int, int], int]) -> Iterator[tuple[tuple, tuple]]:
+        """A document keyed by each group ``(cluster, low block, high block, visitor chunk)`` it is scored in,
+        tagged with its block (``_VISITING`` for a visitor): a member with every block of its cluster, and
+        with each visitor chunk past the first (the first is scored in the block's own group); a visitor
+        with each block of the cluster it visits, in its chunk."""
+        (cluster, role), document = assigned
+        blocks = -(-sizes.get((cluster, _MEMBER), 0) // self.block_size)
+        chunks = -(-sizes.get((cluster, _VISITOR), 0) // self.block_size)
+        if role == _VISITOR:
+            chunk = self._part_of(document[0], chunks)
+            for block in range(blocks):
+                yield (cluster, block, block, chunk), (_VISITING, *document)
+            return
+        own = self._part_of(document[0], blocks)
+        for other in range(blocks):
+            yield (cluster, min(own, other), max(own, other), 0), (own, *document)
+        for chunk in range(1, chunks):
+            yield (cluster, own, own, chunk), (own, *document)
+
+    def _part_of(self, document_id: Any, parts: int) -> int:
+        """Which of ``parts`` blocks (or chunks) a document falls in: by a seeded hash of its id alone."""
+        return 0 if parts <= 1 else int(uniform_by_id([document_id], self.seed)[0] * parts)
+
+    def _pair_duplicates(self, group: tuple[tuple, Iterable[tuple]]) -> Iterator[tuple[Any, tuple]]:
+        """``(id, (score, max_id, max_id's rank))`` of each document of a group whose best earlier match in it
+        scores at least ``1 - eps``: within a block, across two blocks, or between a block and its visitors."""
         from beam_curator.dedup.semantic.cross_cluster import cross_cluster_scores
         from beam_curator.dedup.semantic.pairwise import ID, MAX_ID, MAX_RANK_KEY, SCORE, semdedup_clusters
 
-        (_, low, high), members = pair
-        sides = [[member[1:] for member in members if member[0] == block] for block in sorted({low, high})]
+        (_, low, high, chunk), tagged = group
+        tagged = list(tagged)
+        sides = [[member[1:] for member in tagged if member[0] == block] for block in sorted({low, high})]
+        guests = [member[1:] for member in tagged if member[0] == _VISITING]
+        if not sides[0]:  # visitors of a block that drew no members
+            return
         ids, unit, keys = self._ranked(sides)
-        if low == high:
-            scores = semdedup_clusters(ids[0], unit[0], keys[0], [0], self.order, self.pairwise_batch_size)
-        else:
-            scores = cross_cluster_scores(ids[0], unit[0], keys[0], ids[1], unit[1], keys[1], self.order,
-                                          self.pairwise_batch_size)
-        found = scores[scores[SCORE] >= 1 - self.eps]
+        found = []
+        if low != high:
+            found.append(cross_cluster_scores(ids[0], unit[0], keys[0], ids[1], unit[1], keys[1], self.order,
+                                              self.pairwise_batch_size))
+        elif chunk == 0:
+            found.append(semdedup_clusters(ids[0], unit[0], keys[0], [0], self.order, self.pairwise_batch_size))
+        if guests:  # never with a ranking strategy: each side's keys are global
+            (g_ids,), (g_unit,), (g_keys,) = self._ranked([guests])
+            found.append(cross_cluster_scores(ids[0], unit[0], keys[0], g_ids, g_unit, g_keys, self.order,
+                                              self.pairwise_batch_size))
         ranked_by = {} if self.ranking is None else {member[0]: member[4] for side in sides for member in side}
-        for document_id, max_id, score, max_key in zip(found[ID].tolist(), found[MAX_ID].tolist(),
-                                                       found[SCORE].tolist(), found[MAX_RANK_KEY].tolist()):
-            # A strategy's keys are positions among these blocks only: its sort key ranks across pairs.
-            rank = max_key if self.ranking is None else self.ranking.sort_key(max_id, ranked_by[max_id])
-            yield document_id, (float(score), max_id, rank)
+        for scores in found:
+            scores = scores[scores[SCORE] >= 1 - self.eps]
+            for document_id, max_id, score, max_key in zip(scores[ID].tolist(), scores[MAX_ID].tolist(),
+                                                           scores[SCORE].tolist(), scores[MAX_RANK_KEY].tolist()):
+                # A strategy's keys are positions among these blocks only: its sort key ranks across pairs.
+                rank = max_key if self.ranking is None else self.ranking.sort_key(max_id, ranked_by[max_id])
+                yield document_id, (float(score), max_id, rank)
 
     def _ranked(self, sides: list[list[tuple]]) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
         """The ids, unit vectors and rank keys of each side's ``(id, vector, cosine distance, l2 distance,
@@ -338,17 +408,6 @@ def _unit_rows(pairs: list[tuple[Any, np.ndarray]]) -> np.ndarray:
     return l2_normalize(np.stack([vector for _, vector in pairs]) if pairs else np.empty((0, 0), np.float32), ids,
                         in_place=True)
 
-
-def _nearest_centroid(batch: list[tuple[Any, np.ndarray, tuple]], centroids: np.ndarray | None) -> Iterator[tuple]:
-    """``(cluster, (id, vector, cosine distance, l2 distance, ranking values))``
-    of each document of a batch (vectors as given: the scoring normalises them
-    itself, as the workflow does)."""
-    from beam_curator.dedup.semantic.kmeans import assign  # imports torch: only on a worker
-
-    found = assign(_unit_rows([document[:2] for document in batch]), centroids)
-    for (key, vector, ranked_by), label, cos, l2 in zip(batch, found.labels.tolist(), found.cosine_dist_to_cent.tolist(),
-                                                       found.l2_dist_to_cent.tolist()):
-        yield label, (key, vector, cos, l2, ranked_by)
 
 
 class _CountAndDims(beam.CombineFn):

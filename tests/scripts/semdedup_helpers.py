@@ -66,6 +66,22 @@ def exact_groups(rows: list[dict], key: str) -> list[list]:
     return [members for members in by_text.values() if len(members) > 1]
 
 
+def straddling_vectors(pairs: int = 6, group: int = 300, dims: int = 40) -> tuple[list[str], np.ndarray]:
+    """Ids and vectors of two well-separated groups, around axes 0 and 1 (noise only on axes the pairs do not
+    use), so that k-means with two clusters puts its boundary midway; and ``pairs`` near-duplicate pairs on that
+    boundary, ``e0 + e1 + e_i`` plus 0.15 e0 (ids ``L<i>``) or 0.15 e1 (``R<i>``): cosine 0.993 within a pair,
+    ~0.67 across pairs, each copy in another cluster."""
+    rng = np.random.default_rng(7)
+    axes = np.eye(dims)
+    free = dims - 2 - pairs
+    noise = np.hstack([np.zeros((2 * group, 2 + pairs)), 0.25 * rng.normal(size=(2 * group, free))])
+    groups = np.vstack([np.repeat(axes[:1], group, 0), np.repeat(axes[1:2], group, 0)]) + noise
+    middles = axes[0] + axes[1] + axes[2 : 2 + pairs]
+    vectors = np.vstack([groups, middles + 0.15 * axes[0], middles + 0.15 * axes[1]])
+    ids = [f"g{i}" for i in range(2 * group)] + [f"L{i}" for i in range(pairs)] + [f"R{i}" for i in range(pairs)]
+    return ids, vectors
+
+
 def write_embeddings(folder: Path, ids: list, vectors: np.ndarray, files: int = 1) -> Path:
     """An embeddings folder as SemanticDeduplicationWorkflow reads it (id, embeddings)."""
     folder.mkdir(parents=True, exist_ok=True)

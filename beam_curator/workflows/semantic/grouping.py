@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from beam_curator.checkpoint.files import FileRecord, relative_name
 from beam_curator.stages import ProcessingStage
@@ -85,11 +84,12 @@ class RangeFilesWriter(ProcessingStage):
         else:
             written = self._write(table, self.members, task.task_id)
         if self.visitors is not None:
+            from beam_curator.dedup.semantic.cross_cluster import visited_clusters  # imports torch
+
             second = "second_" + self.distance_column.replace("_to_cent", "")
-            gap = pc.subtract(table.column(second), table.column(self.distance_column))
-            near = pc.less_equal(gap, self.visitor_margin if self.visitor_margin is not None else np.inf)
-            visiting = table.filter(pc.and_(near, pc.greater_equal(table.column("second_nearest_cent"), 0)))
-            written += self._write(visiting, self.visitors, task.task_id)
+            visits = visited_clusters(*(table.column(name).to_numpy() for name in (
+                "second_nearest_cent", self.distance_column, second)), self.visitor_margin)
+            written += self._write(table.filter(pa.array(visits >= 0)), self.visitors, task.task_id)
         return written_task(task, self.path, written)
 
     def _write(self, table: pa.Table, grouping: Grouping, task_id: str) -> list[tuple[str, int, int]]:
