@@ -38,6 +38,7 @@ SCRIPTS = (
     "bench_embedding_backends.py",
     "bench_static.py",  # ~17 min the first time: the full model's vectors of the 10k sample are then cached
     "bench_transforms.py",
+    "bench_star_components.py",  # 100k and 1M documents here; the recorded run adds 10M (~8 min)
     "bench_cascade.py",  # ~15 min: the full model embeds every candidate of all 63,905 documents
     "bench_clusters.py",  # needs Java and the clusters extra (pyflink, pyspark)
 )

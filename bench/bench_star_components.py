@@ -1,0 +1,171 @@
+"""Benchmark: the memory of FuzzyDedup's connected components (``StarComponents``)
+per worker process, at 100,000 to 10,000,000 documents.
+
+The graph is what LSH gives on a corpus with near-duplicates: ``--documents``
+ids, 30% of them drawn (with repeats, so groups join into larger components:
+the largest holds 2.5% of the documents at 10M) into groups of 2 to 6 joined
+by random trees, and a random tree of 1% more.
+It is generated inside the pipeline in shards of 5,000 documents, so neither
+the driver nor a worker ever holds it whole.
+
+Each size runs in a process of its own on the ``--runner`` (default
+local-multiprocess: two SDK worker processes, the driver running Beam's
+FnApiRunner), twice: ``StarComponents`` with FuzzyDedup's default 10 rounds,
+and, for comparison, one ``GroupByKey`` of the same rows (each edge both ways),
+which is what any grouping of the edges costs on that runner. Reported: wall
+and CPU time (driver and workers), the driver's peak RSS and the largest
+worker's peak RSS (``VmHWM``, which starts afresh when a process starts a program), and what came out: the
+components and the size of the largest, or the ids grouped and the largest
+degree.
+
+    python bench/bench_star_components.py                                   # 100,000 and 1,000,000
+    python bench/bench_star_components.py --documents 100000 1000000 10000000 --append BENCHMARKS.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+# common (which imports torch) is imported by the parent only: the measured process loads what a user's does.
+
+SHARD = 5000  # documents whose edges one generating step makes
+GROUPED, GIANT = 0.3, 0.01  # shares of the documents in small groups, and in the giant component
+SAMPLE_SECONDS = 0.05
+
+
+def peak_rss(pid: int | str = "self") -> int:
+    """A process's peak resident set since it last started a program (``VmHWM``, in bytes); ``getrusage``
+    would count the pages a child shared with its parent between fork and exec."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmHWM in /proc/{pid}/status")
+
+
+class WorkerPeaks:
+    """The peak resident set (``VmHWM``) of each SDK worker process below this
+    one, read every 50 ms while the pipeline runs."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self.process = psutil.Process()
+        self.peaks: dict[int, int] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+
+    def _sample(self) -> None:
+        while not self.stop.wait(SAMPLE_SECONDS):
+            for child in self.process.children(recursive=True):
+                try:
+                    if "sdk_worker" in " ".join(child.cmdline()):
+                        self.peaks[child.pid] = max(self.peaks.get(child.pid, 0), peak_rss(child.pid))
+                except Exception:  # gone meanwhile
+                    continue
+
+    def close(self) -> int:
+        """The largest worker's peak, in bytes."""
+        self.stop.set()
+        self.thread.join()
+        return max(self.peaks.values(), default=0)
+
+
+def shard_edges(shard: int, documents: int, seed: int) -> list[tuple[int, int]]:
+    """The edges of one shard: its share of the small groups (ids drawn from all
+    documents) and of the giant component (ids past ``documents``, each joined to
+    a random earlier one of the component)."""
+    rng = np.random.default_rng([seed, shard])
+    edges: list[tuple[int, int]] = []
+    drawn = rng.integers(0, documents, int(SHARD * GROUPED)).tolist()
+    start = 0
+    while start < len(drawn):
+        members = drawn[start:start + int(rng.integers(2, 7))]
+        edges += [(members[k], members[int(rng.integers(0, k))]) for k in range(1, len(members))]
+        start += len(members)
+    first = shard * int(SHARD * GIANT)
+    for number in range(first, first + int(SHARD * GIANT)):
+        if number:
+            edges.append((documents + number, documents + int(rng.integers(0, number))))
+    return edges
+
+
+def measure(documents: int, runner: str, contender: str, seed: int) -> dict:
+    """Run one contender on the graph of ``documents``; its figures."""
+    import apache_beam as beam
+
+    from beam_curator.runners import pipeline_options
+    from beam_curator.transforms.star_components import StarComponents
+
+    out = Path(tempfile.mkdtemp(prefix="bench_star_components_")) / "sizes.json"
+    workers = WorkerPeaks()
+    start = time.perf_counter()
+    with beam.Pipeline(options=pipeline_options(runner)) as pipeline:
+        edges = (pipeline
+                 | beam.Create(range(-(-documents // SHARD)), reshuffle=False) | beam.Reshuffle()
+                 | beam.FlatMap(shard_edges, documents=documents, seed=seed))
+        if contender == "star":
+            sizes = (edges | StarComponents(10, "bench")
+                     | beam.Map(lambda labelled: (labelled[1], 1)) | beam.CombinePerKey(sum) | beam.Values())
+        else:
+            sizes = (edges | beam.FlatMap(lambda edge: [edge, edge[::-1]]) | beam.GroupByKey()
+                     | beam.MapTuple(lambda key, neighbors: sum(1 for _ in neighbors)))
+        summary = sizes | beam.combiners.ToList() | beam.Map(lambda all_sizes: (len(all_sizes), max(all_sizes)))
+        summary | beam.Map(lambda pair: out.write_text(json.dumps(pair)))
+    wall = time.perf_counter() - start
+    worker_peak = workers.close()
+    groups, largest = json.loads(out.read_text())
+    own, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    driver_peak = peak_rss()
+    return {"wall": wall, "cpu": own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime,
+            "driver_peak_mb": driver_peak / 2**20, "worker_peak_mb": worker_peak / 2**20,
+            "groups": groups, "largest": largest}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--documents", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--runner", default="local-multiprocess")
+    parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument("--child", nargs=2, metavar=("DOCUMENTS", "CONTENDER"), help=argparse.SUPPRESS)
+    parser.add_argument("--append", type=Path, metavar="FILE", help="also append the report to FILE")
+    args = parser.parse_args(argv)
+    if args.child:
+        figures = measure(int(args.child[0]), args.runner, args.child[1], args.seed)
+        print("RESULT " + json.dumps(figures), flush=True)
+        return 0
+    from common import child_result, machine_description, markdown_table, publish
+
+    machine = machine_description()
+    rows = []
+    for documents in args.documents:
+        for contender, label in (("star", "StarComponents (10 rounds)"), ("gbk", "one GroupByKey of the rows")):
+            command = [sys.executable, __file__, "--child", str(documents), contender, "--runner", args.runner,
+                       "--seed", str(args.seed)]
+            figures = child_result(command, f"{contender} at {documents:,} documents")
+            rows.append([f"{documents:,}", label, f"{figures['wall']:.0f}", f"{figures['cpu']:.0f}",
+                         f"{figures['driver_peak_mb']:,.0f}", f"{figures['worker_peak_mb']:,.0f}",
+                         f"{figures['groups']:,}", f"{figures['largest']:,}"])
+    table = markdown_table(["documents", "what runs", "wall s", "CPU s", "driver peak MB", "largest worker peak MB",
+                            "components / ids", "largest component / degree"], rows)
+    publish(__file__, f"""Runner: {args.runner}. Graph: {GROUPED:.0%} of the documents drawn into groups of 2–6 (with repeats, so
+groups join into larger components) and a tree of {GIANT:.0%} more; generated in the pipeline, {SHARD:,}
+documents a shard. The worker peaks include the worker's own start (about 200 MB).
+
+{table}
+""", args.append, machine)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
