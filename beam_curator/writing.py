@@ -79,7 +79,7 @@ def writing(path: str) -> Iterator[None]:
         ) from error
 
 
-def write_atomically(url: str, write: Callable[[BinaryIO], object]) -> int:
+def write_atomically(url: str, write: Callable[[BinaryIO], object], *, durable: bool = True) -> int:
     """Write ``url`` so that it exists whole or not at all; return its size in bytes.
 
     On an object store the object appears only when its upload completes, so
@@ -91,6 +91,12 @@ def write_atomically(url: str, write: Callable[[BinaryIO], object]) -> int:
     removes it, and one a killed process leaves behind is a dotfile, which the
     readers skip. Either way the partition it belonged to was never marked, so
     the next run writes the file again.
+
+    ``durable=False`` skips making a local file durable before its rename
+    (one ``fsync``, milliseconds each): for files whose loss costs nothing,
+    such as progress totals rewritten every second and read only for display.
+    A crash of the machine may then leave the file empty or an older one,
+    never half-written under its name by this process.
     """
     fs, final = fsspec.core.url_to_fs(url)
     folder, name = final.rsplit("/", 1)
@@ -102,7 +108,7 @@ def write_atomically(url: str, write: Callable[[BinaryIO], object]) -> int:
         try:
             write(handle)
             size = handle.tell()
-            if isinstance(fs, LocalFileSystem):
+            if durable and isinstance(fs, LocalFileSystem):
                 handle.flush()
                 os.fsync(handle.fileno())
         except BaseException:

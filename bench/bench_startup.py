@@ -20,6 +20,14 @@ torch's included: Beam's RunInference imports it, and so do the semantic
 kernels, which a first run would otherwise import inside ``run()`` (its
 import time is reported beside).
 
+Then what a step costs whatever its work: 1, 2 and 4 steps of a trivial
+resumable pipeline (3 JSONL files of 10 records, reader to writer) run as
+that many Beam pipelines and as one (``run_in_order``, each step starting once
+the one before is complete), medians in one interpreter after a warm-up. A
+workflow runs several such steps (the semantic one seven), so this is the
+floor of a small run, and it says whether running them as one Beam pipeline
+would lower it.
+
     python bench/bench_startup.py
     python bench/bench_startup.py --repeats 5 --append BENCHMARKS.md
 """
@@ -86,6 +94,41 @@ print("RESULT " + json.dumps({"total": total, "inside_beam": sum(inside), "pipel
 """
 
 
+# Runs in the child: k trivial steps as k Beam pipelines and as one, timed after a warm-up.
+STEPS_CHILD = r"""
+import json, statistics, sys, tempfile, time
+from pathlib import Path
+import torch, apache_beam.ml.inference.base
+from beam_curator import Pipeline
+from beam_curator.pipeline import run_in_order
+from beam_curator.stages.io import JsonlReader, JsonlWriter
+
+repeats, work = int(sys.argv[1]), Path(tempfile.mkdtemp(prefix="bench-steps-"))
+(work / "in").mkdir()
+for part in range(3):
+    (work / "in" / f"{part}.jsonl").write_text("".join(json.dumps({"id": part * 10 + row, "text": "x"}) + "\n"
+                                                       for row in range(10)))
+made = iter(range(10**6))
+
+def steps(count):
+    return [(Pipeline(f"step{index}", stages=[JsonlReader(str(work / "in")), JsonlWriter(str(work / f"out{n}"))]),
+             str(work / f"ckpt{n}")) for index, n in zip(range(count), made)]
+
+def seconds(go):
+    started = time.perf_counter()
+    go()
+    return time.perf_counter() - started
+
+seconds(lambda: run_in_order(steps(1)))  # warm-up
+found = {}
+for count in (1, 2, 4):
+    together = [seconds(lambda: run_in_order(steps(count))) for _ in range(repeats)]
+    apart = [seconds(lambda: [run_in_order([step]) for step in steps(count)]) for _ in range(repeats)]
+    found[count] = {"one": statistics.median(together), "apart": statistics.median(apart)}
+print("RESULT " + json.dumps(found))
+"""
+
+
 def measure(entry: str) -> dict:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
     return child_result([sys.executable, "-c", CHILD, entry], entry, env=env, cwd=REPO)
@@ -124,6 +167,17 @@ def main(argv: list[str] | None = None) -> int:
         f"minus that (goal: under {GOAL_S:g} s); 'before the first Beam run' is part of it.\n\n"
         + markdown_table(["entry point", "run() wall s", "inside Beam s", "ours s", "before the first Beam run s",
                           "Beam pipelines", f"ours < {GOAL_S:g} s"], rows, align="lrrrrrl")
+    )
+    steps = child_result([sys.executable, "-c", STEPS_CHILD, str(max(args.repeats, 3))], "steps",
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO)
+    step_rows = [[count, f"{found['apart']:.2f}", f"{found['one']:.2f}", f"{found['one'] / int(count):.2f}",
+                  f"{found['one'] / found['apart']:.2f}×"] for count, found in steps.items()]
+    body += (
+        "\n\nWhat a step costs whatever its work: steps of a trivial resumable pipeline (3 JSONL files of 10 "
+        "records, reader to writer) as that many Beam pipelines and as one (`run_in_order`), medians of "
+        f"{max(args.repeats, 3)} in one interpreter after a warm-up.\n\n"
+        + markdown_table(["steps", "as separate pipelines s", "as one pipeline s", "per step, one pipeline s",
+                          "one / separate"], step_rows)
     )
     publish(__file__, body, args.append, machine)
     return 0

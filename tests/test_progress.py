@@ -162,6 +162,27 @@ def test_pipeline_run_leaves_no_progress_files(tmp_path: Path) -> None:
     assert not list((tmp_path / "ckpt" / ".beam_curator_progress").iterdir())
 
 
+def test_progress_files_skip_the_sync_that_output_files_get(tmp_path: Path, monkeypatch) -> None:
+    """A sync costs milliseconds per file; progress is rewritten every second and only displayed,
+    while output files must be on disk before their partition is marked."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(descriptor: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{descriptor}"))
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    tmp_path = tmp_path.resolve()  # as /proc names the synced files
+    folder = tmp_path / "progress"
+    with beam.Pipeline(options=pipeline_options("local")) as p:
+        _ = p | CuratorStages([JsonlReader(sample_corpus_path()), JsonlWriter(str(tmp_path / "out"))],
+                              str(tmp_path / "ckpt"), progress_folder=str(folder))
+    assert read_progress(str(folder)).partitions["completed"] == SAMPLE_FILES
+    assert sum(f"{tmp_path}/out/" in path for path in synced) == SAMPLE_FILES
+    assert not [path for path in synced if str(folder) in path]
+
+
 def test_a_pcollection_of_strings_fails_when_the_pipeline_is_built(tmp_path: Path) -> None:
     pipeline = beam.Pipeline(options=pipeline_options("local"))
     with pytest.raises(TypeCheckError, match="CuratorStages: expected .*Task.*, got <class 'str'>"):

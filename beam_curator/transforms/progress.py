@@ -92,7 +92,8 @@ class ProgressRecorder:
 
     def write(self, force: bool = False) -> None:
         """Rewrite the file if a second has passed (or ``force``). Progress is
-        best effort: a folder the worker cannot write must not fail the run."""
+        best effort: a folder the worker cannot write must not fail the run,
+        and the file is not synced to disk (see ``write_atomically``)."""
         now = time.monotonic()
         if self._broken or (not force and now - self._written < _WRITE_EVERY_S):
             return
@@ -104,7 +105,7 @@ class ProgressRecorder:
                      "advanced": self.advanced}
                 ).encode()
             try:
-                write_atomically(self.url, lambda handle: handle.write(payload))
+                write_atomically(self.url, lambda handle: handle.write(payload), durable=False)
             except OSError as error:
                 self._broken = True
                 logger.debug("progress cannot be recorded in %s: %s", self.url, error)
