@@ -14,6 +14,8 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -89,13 +91,22 @@ class S3Server:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise S3ServerUnavailable(f"S3Proxy exited at start: {self.log.read_text()[-2000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.2)
+            if self._answers():
+                return
+            time.sleep(0.2)
         self.kill()
         raise S3ServerUnavailable(f"S3Proxy did not listen on {self.endpoint} within {timeout:.0f} s")
+
+    def _answers(self) -> bool:
+        """Whether the server answers a request without a server error: S3Proxy
+        listens before its storage is ready, and answers 500 for a moment then."""
+        try:
+            urllib.request.urlopen(self.endpoint, timeout=2)
+        except urllib.error.HTTPError as error:
+            return error.code < 500  # 403 to an anonymous request: ready
+        except OSError:
+            return False
+        return True
 
     def kill(self) -> None:
         """SIGKILL the server (an outage, not a shutdown) and wait for it to go."""
