@@ -11,6 +11,8 @@ import gzip
 import hashlib
 import json
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -212,3 +214,43 @@ def test_a_file_that_is_not_parquet_is_named(tmp_path: Path) -> None:
     (tmp_path / "broken.parquet").write_bytes(b"PAR1 but not really")
     with pytest.raises(CuratorInputError, match=r"broken\.parquet: not a readable parquet file"):
         read(ParquetReader(str(tmp_path)))
+
+
+# Every way the package reads its parquet files, local and through fsspec (memory://), 30 times;
+# whole-file reads last (a script that ends on them aborted most often with Arrow's threads on).
+READ_EACH_WAY = r'''
+import sys
+import fsspec, numpy as np, pyarrow as pa, pyarrow.dataset as ds, pyarrow.parquet as pq
+from beam_curator.stages.io.parquet import ParquetFolder, ParquetInput, parquet_metadata, read_parquet
+table = pa.table({"id": np.arange(50_000), "score": np.random.default_rng(0).random(50_000),
+                  "text": [f"document {i}" for i in range(50_000)]})
+for folder in ("memory://parquet", sys.argv[1]):
+    url = f"{folder}/part.parquet"
+    with fsspec.open(url, "wb") as handle:
+        pq.write_table(table, handle, row_group_size=5_000)
+    for _ in range(30):
+        assert parquet_metadata(url).num_rows == table.num_rows
+        with ParquetInput(url) as parquet:
+            assert parquet.read(row_groups=[1, 2]).num_rows == 10_000
+            assert sum(batch.num_rows for batch in parquet.iter_batches(1_000, [0, 3], ["id"])) == 10_000
+        assert ParquetFolder(folder).count_rows() == table.num_rows
+        assert ParquetFolder(folder).to_table(columns=["id"]).num_rows == table.num_rows
+        assert sum(batch.num_rows for batch in ParquetFolder(folder).to_batches()) == table.num_rows
+    for _ in range(30):
+        assert read_parquet(url, filters=ds.field("score") >= 0.5).num_rows == (table["score"].to_numpy() >= 0.5).sum()
+        assert read_parquet(url).num_rows == table.num_rows
+'''
+
+
+def test_scripts_that_read_parquet_end_without_an_abort(tmp_path: Path) -> None:
+    """A script whose Arrow threads called into Python may abort as it exits
+    (apache/arrow#34314; stages/io/parquet.py): each run here is a fresh
+    interpreter that reads every way, and every one must exit cleanly."""
+    failed = []
+    for run in range(8):
+        folder = tmp_path / str(run)
+        folder.mkdir()
+        done = subprocess.run([sys.executable, "-c", READ_EACH_WAY, str(folder)], capture_output=True, text=True)
+        if done.returncode:
+            failed.append((done.returncode, done.stderr[-300:]))
+    assert not failed

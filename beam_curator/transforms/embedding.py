@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from beam_curator.tasks import DocumentBatch
+from beam_curator.tasks import DocumentBatch, Task
 from beam_curator.transforms.transform_stage import TransformStage
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class EmbeddingStage(TransformStage):
         text_field, embedding_field = self.text_field, self.embedding_field
         handler = self.handler if isinstance(self.handler, ModelHandler) else self.handler()
 
-        def keyed_texts(task: DocumentBatch) -> tuple[tuple[DocumentBatch, np.ndarray], list[str]]:
+        def keyed_texts(task: Task) -> tuple[tuple[DocumentBatch, np.ndarray], list[str]]:
             texts = task.to_pyarrow().column(text_field).combine_chunks()
             distinct = pc.dictionary_encode(texts, null_encoding="encode")
             if len(texts) > len(distinct.dictionary):

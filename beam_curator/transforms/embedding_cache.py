@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from beam_curator.stages.io.parquet import read_table
+from beam_curator.stages.io.parquet import read_parquet
 from beam_curator.transforms.dedup_documents import split_by_tag
 from beam_curator.writing import write_atomically
 
@@ -86,8 +86,7 @@ def _cache_files(folder: str) -> list[str]:
 def _cached_vectors(url: str, key: str) -> Iterator[tuple[str, np.ndarray]]:
     """``(digest, vector)`` of each row of one cache file made under ``key``."""
     try:
-        with fsspec.open(url, "rb") as handle:
-            table = read_table(handle)
+        table = read_parquet(url)
         recorded = (table.schema.metadata or {}).get(KEY_METADATA)
         if recorded != key.encode():
             raise ValueError("it was made by another model or other settings")

@@ -287,7 +287,7 @@ class SemanticDedup(beam.PTransform):
         return fit_kmeans(matrix, self.n_clusters, **self.fit).centroids
 
     def _nearest_centroid(self, batch: list[tuple[Any, np.ndarray, tuple]],
-                          centroids: np.ndarray | None) -> Iterator[tuple]:
+                          centroids: np.ndarray | None) -> Iterator[tuple[tuple[int, int], tuple]]:
         """``((cluster, role), (id, vector, cosine distance, l2 distance, ranking values))`` of each document of
         a batch: as a member of its nearest cluster and, with the cross-cluster pass, as a visitor of the
         cluster it visits (distances to its own centroid either way: they rank it; vectors as given: the
@@ -331,7 +331,7 @@ class SemanticDedup(beam.PTransform):
         """Which of ``parts`` blocks (or chunks) a document falls in: by a seeded hash of its id alone."""
         return 0 if parts <= 1 else int(uniform_by_id([document_id], self.seed)[0] * parts)
 
-    def _pair_duplicates(self, group: tuple[tuple, Iterable[tuple]]) -> Iterator[tuple[Any, tuple]]:
+    def _pair_duplicates(self, group: tuple[tuple, Iterable[tuple]]) -> Iterator[tuple[Any, tuple[float, Any, Any]]]:
         """``(id, (score, max_id, max_id's rank))`` of each document of a group whose best earlier match in it
         scores at least ``1 - eps``: within a block, across two blocks, or between a block and its visitors."""
         from beam_curator.dedup.semantic.cross_cluster import cross_cluster_scores

@@ -1,28 +1,134 @@
-"""Parquet: reader and writer, through pyarrow."""
+"""Parquet: reader and writer, through pyarrow, and the reads every phase makes of its own files."""
 
 from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator, Sequence
 
 import fsspec
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from fsspec.implementations.local import LocalFileSystem
 
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.reader import FileReader, FileReaderStage, FileRecords
 from beam_curator.stages.io.writer import FileWriterStage
 from beam_curator.tasks import FileBlock
 
-# Parquet read through fsspec (a Python file object) without pre-buffering. Pre-buffered reads
-# run on Arrow's IO threads; one still pending when the interpreter ends needs the GIL to free
-# its Python buffer, and the process aborts (SIGABRT, "terminate called without an active
-# exception"; apache/arrow#34314), measured here in 4% of short runs. fsspec's files buffer
-# their reads themselves.
-WITHOUT_PREBUFFER = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=False))
+# Arrow's own threads never call into Python here. A file Arrow reads through a Python object (an
+# fsspec file) makes its threads take the GIL, and a process whose Arrow threads did so may abort
+# as the interpreter exits, after its work is done (SIGABRT, "terminate called without an active
+# exception"; apache/arrow#34314): measured in 15% of scripts that read a small file 30 times, and
+# in CI runs of user scripts. So a local file is opened by Arrow itself, whose threads then run only
+# its C++ (0 aborts in 240 such scripts), and a file of any other filesystem is read on the calling
+# thread, without pre-buffering (0 in 80).
 
 
-def read_table(handle: object, **options: object) -> pa.Table:
-    """``pyarrow.parquet.read_table`` on an open fsspec file, without pre-buffering (see above)."""
-    return pq.read_table(handle, pre_buffer=False, **options)
+class ParquetInput:
+    """One parquet file, opened as the note above says; use it in a ``with`` block."""
+
+    def __init__(self, url: str) -> None:
+        fs, path = fsspec.core.url_to_fs(url)
+        self.threads = isinstance(fs, LocalFileSystem)
+        self._handle = None if self.threads else fs.open(path, "rb")
+        try:
+            self.file = pq.ParquetFile(path if self.threads else self._handle, pre_buffer=self.threads)
+        except BaseException:
+            self.close()
+            raise
+
+    def read(self, columns: Sequence[str] | None = None, row_groups: Sequence[int] | None = None) -> pa.Table:
+        if row_groups is None:
+            return self.file.read(columns=columns, use_threads=self.threads)
+        return self.file.read_row_groups(row_groups, columns=columns, use_threads=self.threads)
+
+    def iter_batches(self, batch_size: int, row_groups: Sequence[int], columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
+        return self.file.iter_batches(batch_size=batch_size, row_groups=row_groups, columns=columns,
+                                      use_threads=self.threads)
+
+    def close(self) -> None:
+        self.file = None
+        if self._handle is not None:
+            self._handle.close()
+
+    def __enter__(self) -> ParquetInput:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ParquetFolder:
+    """The parquet files of a folder as one dataset (``partitioning``: ``"hive"``
+    for ``name=value`` subfolders), opened as the note above says."""
+
+    def __init__(self, url: str, partitioning: str | None = None) -> None:
+        fs, path = fsspec.core.url_to_fs(url)
+        self.threads = isinstance(fs, LocalFileSystem)
+        scan = ds.ParquetFragmentScanOptions(pre_buffer=self.threads)
+        self.dataset = ds.dataset(
+            path, format=ds.ParquetFileFormat(default_fragment_scan_options=scan),
+            filesystem=pafs.LocalFileSystem() if self.threads else fs, partitioning=partitioning,
+        )
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.dataset.schema
+
+    def count_rows(self) -> int:
+        return self.dataset.count_rows(use_threads=self.threads)
+
+    def to_table(self, columns: Sequence[str] | None = None, filter: ds.Expression | None = None) -> pa.Table:
+        return self.dataset.to_table(columns=columns, filter=filter, use_threads=self.threads)
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        return self.dataset.to_batches(use_threads=self.threads)
+
+
+def parquet_files(url: str) -> list[str]:
+    """The parquet files directly in ``url``, sorted, as URLs of ``url``'s
+    filesystem (``gs://...``, ``memory://...``, or local paths); none if it
+    does not exist.
+
+    Hidden files are left out: a writer killed mid-write can leave a
+    ``.tmp-*`` file behind, which is not data.
+    """
+    fs, path = fsspec.core.url_to_fs(url)
+    if not fs.exists(path):
+        return []
+    found = sorted(file for file in fs.glob(f"{path}/*.parquet") if not file.rsplit("/", 1)[-1].startswith("."))
+    return found if isinstance(fs, LocalFileSystem) else [fs.unstrip_protocol(file) for file in found]
+
+
+def read_parquet(url: str, columns: Sequence[str] | None = None, filters: ds.Expression | None = None) -> pa.Table:
+    """One parquet file of any filesystem fsspec knows, as a table (only the rows
+    ``filters`` keeps: row groups whose statistics rule them out are not read);
+    one that cannot be read is an error naming it."""
+    fs, path = fsspec.core.url_to_fs(url)
+    with _readable(url):
+        if isinstance(fs, LocalFileSystem):
+            return pq.read_table(path, columns=columns, filters=filters)
+        with fs.open(path, "rb") as handle:
+            return pq.read_table(handle, columns=columns, filters=filters, pre_buffer=False, use_threads=False)
+
+
+def parquet_metadata(url: str) -> pq.FileMetaData:
+    """The footer of one parquet file (row count, schema); an error naming it if unreadable."""
+    with _readable(url), ParquetInput(url) as parquet:
+        return parquet.file.metadata
+
+
+@contextmanager
+def _readable(url: str) -> Iterator[None]:
+    try:
+        yield
+    except (pa.ArrowException, OSError) as error:
+        raise CuratorInputError(
+            f"{url} cannot be read ({error}); if it is in the cache, delete it and rerun to compute it again, "
+            "otherwise replace it"
+        ) from error
 
 
 class ParquetReaderStage(FileReaderStage):
@@ -34,8 +140,7 @@ class ParquetReaderStage(FileReaderStage):
     def split_file(path: str, size: int, blocksize: int) -> list[tuple[int, int]]:
         """Runs of consecutive row groups, each closed once it holds ``blocksize``
         bytes (as stored); a file of one row group is read whole."""
-        with fsspec.open(path, "rb") as handle:
-            metadata = _footer(path, handle)
+        metadata = _footer(path)
         blocks, first, held = [], 0, 0
         for index in range(metadata.num_row_groups):
             group = metadata.row_group(index)
@@ -49,19 +154,15 @@ class ParquetReaderStage(FileReaderStage):
 
     def rows_before(self, path: str, block: FileBlock) -> int:
         """The rows of the row groups before the block, from the file's footer."""
-        with fsspec.open(path, "rb") as handle:
-            metadata = _footer(path, handle)
+        metadata = _footer(path)
         return sum(metadata.row_group(index).num_rows for index in range(block.start))
 
     def read_file(self, path: str, block: FileBlock | None = None) -> FileRecords:
-        with fsspec.open(path, "rb") as handle:
-            try:
-                if block is None:
-                    table = read_table(handle)
-                else:
-                    table = pq.ParquetFile(handle, pre_buffer=False).read_row_groups(range(block.start, block.stop))
-            except (pa.ArrowInvalid, OSError) as error:
-                raise _unreadable(path, error) from error
+        try:
+            with ParquetInput(path) as parquet:
+                table = parquet.read(row_groups=None if block is None else range(block.start, block.stop))
+        except (pa.ArrowInvalid, OSError) as error:
+            raise _unreadable(path, error) from error
         rows = pa.array(range(table.num_rows), pa.int64())
         if self.fields is None:
             return FileRecords(table, rows)
@@ -83,9 +184,10 @@ class ParquetReaderStage(FileReaderStage):
         return FileRecords(table, rows, nulls)
 
 
-def _footer(path: str, handle: object) -> pq.FileMetaData:
+def _footer(path: str) -> pq.FileMetaData:
     try:
-        return pq.ParquetFile(handle, pre_buffer=False).metadata
+        with ParquetInput(path) as parquet:
+            return parquet.file.metadata
     except (pa.ArrowInvalid, OSError) as error:
         raise _unreadable(path, error) from error
 

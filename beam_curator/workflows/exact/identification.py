@@ -14,17 +14,15 @@ Curator writes ``ExactDuplicateIds/``.
 
 from __future__ import annotations
 
-import fsspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from beam_curator.dedup.exact import HASH_COLUMN, later_copies
 from beam_curator.stages import ProcessingStage
-from beam_curator.stages.io.parquet import read_table
 from beam_curator.tasks import DocumentBatch
 from beam_curator.workflows.semantic.id_check import IdBucketTask
 from beam_curator.workflows.semantic.ids import FILE_COLUMN, GENERATED_ID, ROW_COLUMN
-from beam_curator.workflows.semantic.layout import parquet_files
+from beam_curator.stages.io.parquet import parquet_files, read_parquet
 
 # Digest records a grouping task holds (about 250 MB).
 RECORDS_PER_BUCKET = 1 << 22
@@ -71,8 +69,7 @@ class DuplicateIdsStage(ProcessingStage):
         where = digest_range(task.data, self.buckets) or None
         parts = []
         for url in parquet_files(self.hashes):
-            with fsspec.open(url, "rb") as handle:
-                parts.append(read_table(handle, filters=where))
+            parts.append(read_parquet(url, filters=where))
         # Files are ranked by path; each file of digests holds one input file's documents.
         paths = [part.column(FILE_COLUMN)[0].as_py() if part.num_rows else "" for part in parts]
         rank = {path: number for number, path in enumerate(sorted(paths))}

@@ -31,7 +31,7 @@ from beam_curator.workflows.exact.identification import (
 from beam_curator.workflows.per_file import PerFileDeduplication
 from beam_curator.workflows.phases import digest
 from beam_curator.workflows.semantic.id_check import BucketWriter, ListIdBucketsStage
-from beam_curator.workflows.semantic.layout import parquet_files, parquet_metadata
+from beam_curator.stages.io.parquet import parquet_files, parquet_metadata
 from beam_curator.workflows.parameters import check_runner_settings, settings_checked
 from beam_curator.workflows.semantic.workflow import WorkflowResult
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -47,7 +46,7 @@ from beam_curator.stages import ProcessingStage
 from beam_curator.tasks import DocumentBatch, FileGroupTask
 from beam_curator.workflows.per_file import ROWS_PER_GROUP, HashesWriter, document_places
 from beam_curator.workflows.semantic.id_check import BucketWriter, IdBucketTask, bucket_of
-from beam_curator.workflows.semantic.layout import parquet_files, read_parquet
+from beam_curator.stages.io.parquet import ParquetInput, parquet_files, read_parquet
 from beam_curator.writing import write_atomically
 
 MINHASH_FIELD = "_minhash_signature"  # NeMo Curator's column names
@@ -241,15 +240,15 @@ def batches_of_bucket(folder: str, bucket: int, rows_per_batch: int,
     (``ROWS_PER_GROUP`` rows, as ``RoundWriter``, the star steps and
     ``BandKeysStage`` write them) at a time before keeping the bucket's rows."""
     for url in parquet_files(folder):
-        with fsspec.open(url, "rb") as handle:
-            file = pq.ParquetFile(handle)
+        with ParquetInput(url) as parquet:
+            file = parquet.file
             column = file.schema_arrow.get_field_index(TO)
             groups = [i for i in range(file.num_row_groups)
                       if _may_hold(file.metadata.row_group(i).column(column), bucket)]
             if not groups:
                 continue
             read = max(rows_per_batch, ROWS_PER_GROUP)
-            for batch in file.iter_batches(batch_size=read, row_groups=groups, columns=[*columns, TO]):
+            for batch in parquet.iter_batches(read, groups, [*columns, TO]):
                 rows = pa.Table.from_batches([batch])
                 mine = rows.filter(pc.equal(rows[TO], bucket)).select(list(columns))
                 for start in range(0, mine.num_rows, rows_per_batch):
@@ -264,8 +263,8 @@ def _may_hold(chunk: pq.ColumnChunkMetaData, bucket: int) -> bool:
 def _row_schema(folder: str, columns: Sequence[str] = (KEY, NEIGHBOR)) -> pa.Schema:
     """``columns`` as the files of ``folder`` type them (for a task with no rows)."""
     for url in parquet_files(folder):
-        with fsspec.open(url, "rb") as handle:
-            found = pq.ParquetFile(handle).schema_arrow
+        with ParquetInput(url) as parquet:
+            found = parquet.file.schema_arrow
             return pa.schema([found.field(name) for name in columns])
     return pa.schema([(name, pa.int64()) for name in columns])
 

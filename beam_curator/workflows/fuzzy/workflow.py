@@ -63,7 +63,7 @@ from beam_curator.workflows.fuzzy.stages import (
 from beam_curator.workflows.per_file import PerFileDeduplication
 from beam_curator.workflows.phases import FeederStep, digest, files_below
 from beam_curator.workflows.semantic.id_check import BucketWriter, ListIdBucketsStage
-from beam_curator.workflows.semantic.layout import parquet_files, parquet_metadata, read_parquet
+from beam_curator.stages.io.parquet import parquet_files, parquet_metadata, read_parquet
 from beam_curator.workflows.parameters import check_positive_integers, check_runner_settings, settings_checked
 from beam_curator.workflows.semantic.workflow import WorkflowResult
 

@@ -18,17 +18,12 @@ import pyarrow.parquet as pq
 
 from beam_curator.dedup.semantic.cross_cluster import combine_scores
 from beam_curator.dedup.semantic.pairwise import MAX_RANK_KEY, SCORE
-from beam_curator.stages.io.parquet import WITHOUT_PREBUFFER
+from beam_curator.stages.io.parquet import ParquetFolder
 from beam_curator.writing import write_atomically
 
 logger = logging.getLogger(__name__)
 DUPLICATES_ROW_GROUPS = 10  # NeMo Curator's default hint
 EPS_GRID = (0.0001, 0.001, 0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3)
-
-
-def _dataset(pairwise_results: str) -> ds.Dataset:
-    fs, path = fsspec.core.url_to_fs(pairwise_results)
-    return ds.dataset(path, format=WITHOUT_PREBUFFER, filesystem=fs)
 
 
 def identify(
@@ -40,7 +35,7 @@ def identify(
     read it in parts; default :data:`DUPLICATES_ROW_GROUPS`) and
     ``<pairs_folder>/duplicate_pairs.parquet`` (id, max_id, cosine_sim_score);
     return the count."""
-    table = _dataset(pairwise_results).to_table(filter=ds.field(SCORE) >= (1 - eps))
+    table = ParquetFolder(pairwise_results).to_table(filter=ds.field(SCORE) >= (1 - eps))
     frame = table.to_pandas()
     if len(frame) and MAX_RANK_KEY in frame.columns:  # several passes: each id's best row
         frame = combine_scores([frame], which_to_keep)
@@ -55,7 +50,7 @@ def identify(
 
 def best_scores(pairwise_results: str, which_to_keep: str) -> pd.Series:
     """Each document's highest score over all passes."""
-    dataset = _dataset(pairwise_results)
+    dataset = ParquetFolder(pairwise_results)
     if MAX_RANK_KEY not in dataset.schema.names:  # one pass: one row per id
         return dataset.to_table(columns=[SCORE]).column(0).to_pandas()
     frame = dataset.to_table(columns=["id", "max_id", SCORE, MAX_RANK_KEY]).to_pandas()

@@ -2,48 +2,14 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
-import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from fsspec.implementations.local import LocalFileSystem
 
-from beam_curator.stages.io.errors import CuratorInputError
-from beam_curator.stages.io.parquet import read_table
 from beam_curator.writing import write_atomically
-
-
-def parquet_files(url: str) -> list[str]:
-    """The parquet files directly in ``url``, sorted, as URLs of ``url``'s
-    filesystem (``gs://...``, ``memory://...``, or local paths); none if it
-    does not exist.
-
-    Hidden files are left out: a writer killed mid-write can leave a
-    ``.tmp-*`` file behind, which is not data.
-    """
-    fs, path = fsspec.core.url_to_fs(url)
-    if not fs.exists(path):
-        return []
-    found = sorted(file for file in fs.glob(f"{path}/*.parquet") if not file.rsplit("/", 1)[-1].startswith("."))
-    return found if isinstance(fs, LocalFileSystem) else [fs.unstrip_protocol(file) for file in found]
-
-
-def read_parquet(url: str, columns: list[str] | None = None) -> pa.Table:
-    """One parquet file, opened through fsspec so that any filesystem it knows
-    works; one that cannot be read is an error naming it."""
-    with _readable(url), fsspec.open(url, "rb") as handle:
-        return read_table(handle, columns=columns)
-
-
-def parquet_metadata(url: str) -> pq.FileMetaData:
-    """The footer of one parquet file (row count, schema); an error naming it if unreadable."""
-    with _readable(url), fsspec.open(url, "rb") as handle:
-        return pq.ParquetFile(handle).metadata
 
 
 def write_cache_parquet(url: str, table: pa.Table) -> int:
@@ -81,17 +47,6 @@ def sort_rows(table: pa.Table, column: str) -> pa.Table:
 def _one_length(values: pa.ListArray) -> bool:
     bounds = pc.min_max(pc.list_value_length(values)).as_py()
     return values.null_count == 0 and bounds["min"] == bounds["max"]
-
-
-@contextmanager
-def _readable(url: str) -> Iterator[None]:
-    try:
-        yield
-    except (pa.ArrowException, OSError) as error:
-        raise CuratorInputError(
-            f"{url} cannot be read ({error}); if it is in the cache, delete it and rerun to compute it again, "
-            "otherwise replace it"
-        ) from error
 
 
 # Where TextSemanticDeduplicationWorkflow keeps the deduplication results, under its cache_path.

@@ -13,13 +13,11 @@ import logging
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.dataset as ds
-import fsspec
 
 from beam_curator.dedup.semantic.cross_cluster import visited_clusters
 from beam_curator.dedup.semantic.ranking import order_by_keys, rank_keys
 from beam_curator.dedup.semantic.recall import recall_report
-from beam_curator.stages.io.parquet import WITHOUT_PREBUFFER
+from beam_curator.stages.io.parquet import ParquetFolder
 from beam_curator.writing import write_atomically
 from beam_curator.workflows.semantic.clustering import embedding_matrix
 from beam_curator.workflows.semantic.pairwise_phase import PairwiseSettings
@@ -29,8 +27,7 @@ RECALL_EPS = (0.001, 0.005, 0.01, 0.05, 0.1)
 
 
 def _sample(by_center: str, size: int, seed: int) -> pa.Table:
-    fs, path = fsspec.core.url_to_fs(by_center)
-    dataset = ds.dataset(path, format=WITHOUT_PREBUFFER, filesystem=fs, partitioning="hive")
+    dataset = ParquetFolder(by_center, partitioning="hive")
     total = dataset.count_rows()
     rng = np.random.default_rng(seed)
     keep = min(1.0, size / max(total, 1))

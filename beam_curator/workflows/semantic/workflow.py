@@ -45,7 +45,8 @@ from beam_curator.workflows.semantic.id_check import (
     raise_if_repeated,
 )
 from beam_curator.workflows.semantic.cascade import CandidatePairsStage
-from beam_curator.workflows.semantic.layout import CacheLayout, parquet_files
+from beam_curator.workflows.semantic.layout import CacheLayout
+from beam_curator.stages.io.parquet import parquet_files
 from beam_curator.workflows.semantic.pairwise_phase import ClusterPairwiseStage, ClusterScoresWriter, PairwiseSettings
 from beam_curator.workflows.parameters import (
     apply_storage_options,
