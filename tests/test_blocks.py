@@ -216,7 +216,8 @@ def test_a_run_killed_mid_file_resumes_at_the_first_unfinished_block(tmp_path: P
         first = subprocess.Popen(command("out", "first.log", 0.5), env=environment, stdout=sink,
                                  stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 90
-        while len(list((tmp_path / "out").glob("*.jsonl"))) < 3:
+        # A block's output is written before it is marked: once the fourth is out, the third is marked.
+        while len(list((tmp_path / "out").glob("*.jsonl"))) < 4:
             assert first.poll() is None, (tmp_path / "first.out").read_text()[-3000:]
             assert time.monotonic() < deadline, "no output appeared"
             time.sleep(0.05)

@@ -175,7 +175,7 @@ def _scheduler(options: PipelineOptions) -> Iterator[None]:
 
 def _run_bundle(items, invoker_args, invoker_kwargs, receivers) -> list:
     """One bag partition through one DoFn, as one bundle, keeping what
-    ``finish_bundle`` emits. Beam's DaskRunner (2.77) collects a bundle's
+    ``finish_bundle`` emits. Beam's DaskRunner before 2.78 collects a bundle's
     outputs before calling ``finish_bundle``, which loses everything a DoFn
     buffers and flushes there: the last batch of every ``BatchElements``
     (so of ``RunInference``), whatever the pipeline's data."""

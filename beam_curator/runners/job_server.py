@@ -63,7 +63,7 @@ class JobServerBuild:
 
 
 # Beam 2.62.0 is the newest release whose runner artifacts and job-service module the registry
-# here serves together; the Python SDK (2.77) submits to these job servers (tested).
+# here serves together; the Python SDK (2.77, 2.78) submits to these job servers (tested).
 JOB_SERVERS = {
     "flink": JobServerBuild("flink", "beam-runners-flink-1.19", "2.62.0",
                             "org.apache.beam.runners.flink.FlinkJobServerDriver", "1.19"),
