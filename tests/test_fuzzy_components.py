@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from beam_curator.dedup.fuzzy import components as cc
 from beam_curator.dedup.fuzzy.lsh import component_groups
+from beam_curator.stages.io.parquet import parquet_files, read_parquet
 from beam_curator.workflows.fuzzy import stages
 from beam_curator.workflows.semantic.id_check import IdBucketTask
-from beam_curator.stages.io.parquet import parquet_files, read_parquet
 
 
 # The steps as the paper states them, on all of a graph's distinct rows at once: the reference.

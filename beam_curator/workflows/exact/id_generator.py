@@ -16,8 +16,8 @@ import uuid
 
 import pyarrow.compute as pc
 
-from beam_curator.workflows.semantic.ids import FILE_COLUMN, GENERATED_ID
 from beam_curator.stages.io.parquet import parquet_files, read_parquet
+from beam_curator.workflows.semantic.ids import FILE_COLUMN, GENERATED_ID
 from beam_curator.writing import write_atomically
 
 FILENAME = "exact_id_generator.json"

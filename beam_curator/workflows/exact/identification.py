@@ -19,10 +19,10 @@ import pyarrow.compute as pc
 
 from beam_curator.dedup.exact import HASH_COLUMN, later_copies
 from beam_curator.stages import ProcessingStage
+from beam_curator.stages.io.parquet import parquet_files, read_parquet
 from beam_curator.tasks import DocumentBatch
 from beam_curator.workflows.semantic.id_check import IdBucketTask
 from beam_curator.workflows.semantic.ids import FILE_COLUMN, GENERATED_ID, ROW_COLUMN
-from beam_curator.stages.io.parquet import parquet_files, read_parquet
 
 # Digest records a grouping task holds (about 250 MB).
 RECORDS_PER_BUCKET = 1 << 22

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from beam_curator.stages.io.parquet import parquet_files, parquet_metadata
 from beam_curator.workflows.exact.hashing import HashTextStage
 from beam_curator.workflows.exact.id_generator import FILENAME, write_id_generator
 from beam_curator.workflows.exact.identification import (
@@ -31,7 +32,6 @@ from beam_curator.workflows.exact.identification import (
 from beam_curator.workflows.per_file import PerFileDeduplication
 from beam_curator.workflows.phases import digest
 from beam_curator.workflows.semantic.id_check import BucketWriter, ListIdBucketsStage
-from beam_curator.stages.io.parquet import parquet_files, parquet_metadata
 from beam_curator.workflows.parameters import check_runner_settings, settings_checked
 from beam_curator.workflows.semantic.workflow import WorkflowResult
 

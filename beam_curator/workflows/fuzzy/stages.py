@@ -43,10 +43,10 @@ from beam_curator.dedup.fuzzy.components import (
 from beam_curator.dedup.fuzzy.lsh import band_keys, buckets, path_edges
 from beam_curator.dedup.fuzzy.minhash import signatures
 from beam_curator.stages import ProcessingStage
+from beam_curator.stages.io.parquet import ParquetInput, parquet_files, read_parquet
 from beam_curator.tasks import DocumentBatch, FileGroupTask
 from beam_curator.workflows.per_file import ROWS_PER_GROUP, HashesWriter, document_places
 from beam_curator.workflows.semantic.id_check import BucketWriter, IdBucketTask, bucket_of
-from beam_curator.stages.io.parquet import ParquetInput, parquet_files, read_parquet
 from beam_curator.writing import write_atomically
 
 MINHASH_FIELD = "_minhash_signature"  # NeMo Curator's column names

@@ -44,6 +44,7 @@ from beam_curator.dedup.fuzzy.memory_bound import SAMPLE_EDGES, in_memory_edge_l
 from beam_curator.dedup.fuzzy.minhash import permutation_seeds
 from beam_curator.checkpoint.files import relative_name
 from beam_curator.errors import CuratorError
+from beam_curator.stages.io.parquet import parquet_files, parquet_metadata, read_parquet
 from beam_curator.writing import write_atomically
 from beam_curator.workflows.exact.id_generator import write_id_generator
 from beam_curator.workflows.fuzzy.stages import (
@@ -63,7 +64,6 @@ from beam_curator.workflows.fuzzy.stages import (
 from beam_curator.workflows.per_file import PerFileDeduplication
 from beam_curator.workflows.phases import FeederStep, digest, files_below
 from beam_curator.workflows.semantic.id_check import BucketWriter, ListIdBucketsStage
-from beam_curator.stages.io.parquet import parquet_files, parquet_metadata, read_parquet
 from beam_curator.workflows.parameters import check_positive_integers, check_runner_settings, settings_checked
 from beam_curator.workflows.semantic.workflow import WorkflowResult
 

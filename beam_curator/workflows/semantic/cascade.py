@@ -32,10 +32,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from beam_curator.stages import ProcessingStage
+from beam_curator.stages.io.parquet import parquet_files, read_parquet
 from beam_curator.tasks import DocumentBatch
 from beam_curator.workflows.phases import PhaseBook, digest
 from beam_curator.workflows.semantic.clustering import embedding_matrix
-from beam_curator.stages.io.parquet import parquet_files, read_parquet
 from beam_curator.workflows.semantic.pairwise_phase import (
     MEMBERS_KEY,
     ClusterPairwiseStage,

@@ -24,12 +24,12 @@ from beam_curator.dedup.semantic.kmeans_options import InitOptions
 from beam_curator.dedup.semantic.normalize import l2_normalize
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io.fingerprint import file_fingerprint
+from beam_curator.stages.io.parquet import parquet_files, parquet_metadata, read_parquet
 from beam_curator.stages.io.writer import output_name
 from beam_curator.tasks import DocumentBatch, FileGroupTask
 from beam_curator.workflows.semantic.grouping import write_runs, written_task
 from beam_curator.workflows.semantic.id_check import bucket_folder, bucket_of
 from beam_curator.workflows.semantic.layout import write_cache_parquet
-from beam_curator.stages.io.parquet import parquet_files, parquet_metadata, read_parquet
 
 logger = logging.getLogger(__name__)
 

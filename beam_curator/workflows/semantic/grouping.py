@@ -19,9 +19,9 @@ import pyarrow as pa
 
 from beam_curator.checkpoint.files import FileRecord, relative_name
 from beam_curator.stages import ProcessingStage
+from beam_curator.stages.io.parquet import parquet_files, read_parquet
 from beam_curator.tasks import DocumentBatch, FileGroupTask, Task
 from beam_curator.workflows.semantic.layout import sort_rows, write_cache_parquet
-from beam_curator.stages.io.parquet import parquet_files, read_parquet
 
 # Documents a grouping or pairwise task holds in memory, if clusters were
 # equal (~400 MB of 384-d rows, a few times that at the peak of a task).

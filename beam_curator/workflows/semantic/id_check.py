@@ -20,8 +20,8 @@ from beam_curator.dedup.semantic.ranking import uniform_by_id
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io import ParquetWriter
 from beam_curator.stages.io.errors import CuratorInputError
-from beam_curator.tasks import DocumentBatch, Task
 from beam_curator.stages.io.parquet import parquet_files, read_parquet
+from beam_curator.tasks import DocumentBatch, Task
 
 # Ids a checking task holds (64 MB of integer ids).
 IDS_PER_BUCKET = 1 << 23

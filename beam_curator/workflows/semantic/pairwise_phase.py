@@ -20,11 +20,11 @@ import pyarrow as pa
 from beam_curator.dedup.semantic.ranking import RankingStrategy, rank_keys
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io import ParquetWriter
+from beam_curator.stages.io.parquet import parquet_files, read_parquet
 from beam_curator.writing import write_atomically
 from beam_curator.tasks import DocumentBatch, FileGroupTask
 from beam_curator.workflows.semantic.clustering import embedding_matrix
 from beam_curator.workflows.semantic.grouping import ClusterRangeTask, written_task
-from beam_curator.stages.io.parquet import parquet_files, read_parquet
 
 
 # Hive keys of the folders of each cluster's members and visitors (see grouping).

@@ -16,9 +16,9 @@ import pyarrow as pa
 from beam_curator.run_lock import run_lock
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.overlap import check_paths
+from beam_curator.stages.io.parquet import parquet_metadata
 from beam_curator.stages.io.partitioning import expand_paths
 from beam_curator.workflows.phases import remove_tree
-from beam_curator.stages.io.parquet import parquet_metadata
 from beam_curator.workflows.semantic.removal import count_records
 
 

@@ -18,11 +18,11 @@ from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.fingerprint import check_mode
 from beam_curator.stages.io.overlap import check_paths
 from beam_curator.run_lock import run_lock
+from beam_curator.stages.io.parquet import parquet_files, parquet_metadata, read_parquet
 from beam_curator.stages.io.partitioning import expand_paths
 from beam_curator.tasks import DocumentBatch
 from beam_curator.workflows.phases import BeamSettings, PhaseBook
 from beam_curator.workflows.semantic.ids import FILE_COLUMN, GENERATED_ID, ROW_COLUMN, AssignIdsStage, FileRegistry
-from beam_curator.stages.io.parquet import parquet_files, parquet_metadata, read_parquet
 from beam_curator.workflows.parameters import (
     apply_storage_options,
     check_positive_integers,

@@ -19,6 +19,7 @@ from beam_curator.dedup.semantic.ranking import RankingStrategy
 from beam_curator.stages.io import ParquetReader
 from beam_curator.stages.io.overlap import check_paths
 from beam_curator.run_lock import run_lock
+from beam_curator.stages.io.parquet import parquet_files
 from beam_curator.writing import write_atomically
 from beam_curator.workflows.phases import BeamSettings, PhaseBook, digest, files_below, remove_tree
 from beam_curator.workflows.semantic.clustering import (
@@ -46,7 +47,6 @@ from beam_curator.workflows.semantic.id_check import (
 )
 from beam_curator.workflows.semantic.cascade import CandidatePairsStage
 from beam_curator.workflows.semantic.layout import CacheLayout
-from beam_curator.stages.io.parquet import parquet_files
 from beam_curator.workflows.semantic.pairwise_phase import ClusterPairwiseStage, ClusterScoresWriter, PairwiseSettings
 from beam_curator.workflows.parameters import (
     apply_storage_options,
