@@ -91,6 +91,20 @@ def test_every_document_gets_nearly_torchs_vector(runtime, least_cosine, sample_
 
 
 @needs_onnxruntime
+@pytest.mark.parametrize("runtime", ["onnx", "onnx-int8"])
+def test_passes_run_at_once_give_each_text_the_vector_it_gets_alone(runtime, sample_texts) -> None:
+    """ONNX Runtime's passes run on several threads at once (runtimes._session):
+    every text still gets exactly its own vector, in its own place."""
+    import torch
+
+    assert torch.get_num_threads() > 1 or os.cpu_count() == 1, "the passes would not run at once"
+    embedder = SentenceTransformerEmbeddingHandler(runtime=runtime).load_model()
+    together = embedder.embed(sample_texts)
+    alone = np.concatenate([embedder.embed([text]) for text in sample_texts])
+    assert np.array_equal(together, alone)
+
+
+@needs_onnxruntime
 def test_the_export_is_reused_and_a_damaged_one_is_exported_again(tmp_path, export_cache) -> None:
     model_dir = resolve_model(DEFAULT_MODEL)
     onnx = exported_model(model_dir, "fp32", tmp_path)

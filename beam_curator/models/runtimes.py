@@ -20,6 +20,7 @@ often their duplicate sets agree with torch's.
 from __future__ import annotations
 
 import importlib.util
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
@@ -95,26 +96,35 @@ class ExportedModelEmbedder:
         from beam_curator.models.onnx_export import exported_model
 
         self._model = SentenceTransformer(model_dir, device="cpu", local_files_only=True)
-        self._forward = _session(exported_model(model_dir, runtime.precision, export_cache_dir), runtime)
+        self._forward, at_once = _session(exported_model(model_dir, runtime.precision, export_cache_dir), runtime)
+        self._passes = ThreadPoolExecutor(at_once, thread_name_prefix="onnx-pass") if at_once > 1 else None
         self._encode_batch_size = encode_batch_size
 
     def embed(self, texts: list[str]) -> np.ndarray:
         longest_first = sorted(range(len(texts)), key=lambda position: -len(texts[position]))
-        passes = []
+        # Tokenised here, in one thread: a fast tokenizer's settings are changed by each call.
+        feeds = []
         for start in range(0, len(texts), self._encode_batch_size):
             features = self._model.preprocess([texts[i] for i in longest_first[start : start + self._encode_batch_size]])
-            passes.append(self._forward({name: features[name].numpy() for name in _INPUTS}))
-        sorted_vectors = np.concatenate(passes).astype(np.float32, copy=False)
+            feeds.append({name: features[name].numpy() for name in _INPUTS})
+        passes = self._passes.map(self._forward, feeds) if self._passes and len(feeds) > 1 else map(self._forward, feeds)
+        sorted_vectors = np.concatenate(list(passes)).astype(np.float32, copy=False)
         vectors = np.empty_like(sorted_vectors)
         vectors[longest_first] = sorted_vectors
         return vectors
 
 
-def _session(path, runtime: Runtime) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
-    """One forward pass of the exported model: token arrays in, sentence vectors out.
+def _session(path, runtime: Runtime) -> tuple[Callable[[dict[str, np.ndarray]], np.ndarray], int]:
+    """One forward pass of the exported model (token arrays in, sentence vectors
+    out), and how many passes to run at once.
 
-    It computes on as many threads as torch would (``torch.set_num_threads``,
-    ``OMP_NUM_THREADS``), so that one setting bounds every runtime.
+    Either way it computes on as many threads as torch would
+    (``torch.set_num_threads``, ``OMP_NUM_THREADS``), so that one setting bounds
+    every runtime. OpenVINO spreads each pass over them. ONNX Runtime's passes
+    of one text are too small to split well: passes on one thread each, as
+    many at once as there are threads, made the verify cascade's embedding of
+    a one-file corpus 1.41x as fast as passes on all threads one after another
+    (BENCHMARKS.md, bench_cascade 12-06; a session is safe to share between threads).
     """
     import torch
 
@@ -126,12 +136,10 @@ def _session(path, runtime: Runtime) -> Callable[[dict[str, np.ndarray]], np.nda
             str(path), "CPU", {"INFERENCE_PRECISION_HINT": runtime.openvino_precision, "INFERENCE_NUM_THREADS": threads}
         )
         # A request per call: RunInference may call from several threads, and a request is not shareable.
-        return lambda feed: compiled.create_infer_request().infer(feed)[0].copy()
+        return (lambda feed: compiled.create_infer_request().infer(feed)[0].copy()), 1
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
-    # Idle threads sleep instead of spinning: the machines this runs on are shared with other work.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.intra_op_num_threads = threads
+    options.intra_op_num_threads = 1
     session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    return lambda feed: session.run(None, feed)[0]
+    return (lambda feed: session.run(None, feed)[0]), threads
