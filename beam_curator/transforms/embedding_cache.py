@@ -5,8 +5,8 @@ Each vector is kept by the SHA-256 of its text, under a key that names what
 made it (``vector_identity`` of the package's handlers: the model's files and
 the handler's settings; or the user's ``cache_key``). The cache is a folder
 ``<cache_path>/<key prefix>/`` of parquet files (``text_digest``,
-``embedding``), each written whole or not at all, every few hundred vectors,
-so that a killed pipeline keeps what it embedded before the kill. Each file
+``embedding``), each written whole or not at all, every few hundred vectors
+or few seconds, so that a killed pipeline keeps what it embedded before the kill. Each file
 holds the whole key in its metadata and is read only if it says the same: a
 file of another key, or one that does not read, is skipped with a warning, and
 its texts are embedded again. Texts that are equal are embedded once.
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import uuid
 from typing import Any, Iterable, Iterator
 
@@ -33,7 +34,11 @@ logger = logging.getLogger(__name__)
 
 KEY_METADATA = b"beam_curator.vector_identity"
 DIGEST, VECTOR = "text_digest", "embedding"
-FLUSH_ROWS = 256  # vectors per cache file: what a kill can lose
+# What a kill can lose: at most this many vectors, or this many seconds of a bundle's embedding (a bundle
+# of fewer vectors, as when the local runner splits a small input between its threads, is otherwise
+# written only at its end).
+FLUSH_ROWS = 256
+FLUSH_SECONDS = 5.0
 _HIT, _MISS = "hit", "miss"
 
 
@@ -113,19 +118,20 @@ def _hit_or_miss(group: tuple[str, dict[str, Iterable[Any]]]) -> Iterator[tuple[
 
 class _AddToCache(beam.DoFn):
     """Each new vector to every id of its text, and, every ``FLUSH_ROWS``
-    vectors and at the end of a bundle, to a new cache file."""
+    vectors or ``FLUSH_SECONDS`` and at the end of a bundle, to a new cache file."""
 
     def __init__(self, folder: str, key: str) -> None:
         self.folder, self.key = folder, key
 
     def start_bundle(self) -> None:
         self.rows: list[tuple[str, np.ndarray]] = []
+        self.flushed = time.monotonic()
 
     def process(self, embedded: tuple[tuple[str, tuple], Any]) -> Iterator[tuple[Any, np.ndarray]]:
         (digest, keys), result = embedded
         vector = np.asarray(getattr(result, "inference", result), dtype=np.float32)
         self.rows.append((digest, vector))
-        if len(self.rows) >= FLUSH_ROWS:
+        if len(self.rows) >= FLUSH_ROWS or time.monotonic() - self.flushed >= FLUSH_SECONDS:
             self._flush()
         for key in keys:
             yield key, vector
@@ -137,7 +143,7 @@ class _AddToCache(beam.DoFn):
         if not self.rows:
             return
         digests, vectors = zip(*self.rows)
-        self.rows = []
+        self.rows, self.flushed = [], time.monotonic()
         if len({vector.shape for vector in vectors}) > 1 or vectors[0].ndim != 1:
             return  # not one vector of one length per text: the transform's own check names the document
         matrix = np.stack(vectors)

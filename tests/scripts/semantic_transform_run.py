@@ -13,6 +13,7 @@ from pathlib import Path
 import apache_beam as beam
 
 from beam_curator.models import make_embedding_handler
+from beam_curator.transforms import embedding_cache
 from beam_curator.runners import pipeline_options
 from beam_curator.transforms import SemanticDedup
 
@@ -23,6 +24,9 @@ def write_removed(document: dict, folder: str) -> None:
 
 
 if __name__ == "__main__":
+    # A cache file every second: the kill test then finds the cache partly written whatever this machine's
+    # speed (the runner splits the 496 texts between its threads, and each thread's share is under FLUSH_ROWS).
+    embedding_cache.FLUSH_SECONDS = 1.0
     input_folder, cache_path, output = sys.argv[1:4]
     max_chars = int(sys.argv[4]) if len(sys.argv) > 4 else None
     handler = make_embedding_handler("sentence-transformers", max_chars=max_chars, max_batch_size=16)
