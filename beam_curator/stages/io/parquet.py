@@ -22,8 +22,8 @@ from beam_curator.tasks import FileBlock
 # as the interpreter exits, after its work is done (SIGABRT, "terminate called without an active
 # exception"; apache/arrow#34314): measured in 15% of scripts that read a small file 30 times, and
 # in CI runs of user scripts. So a local file is opened by Arrow itself, whose threads then run only
-# its C++ (0 aborts in 240 such scripts), and a file of any other filesystem is read on the calling
-# thread, without pre-buffering (0 in 80).
+# its C++ (0 aborts in 80 such scripts), and a file of any other filesystem is read on the calling
+# thread, without pre-buffering (0 in 120).
 
 
 class ParquetInput:
