@@ -40,6 +40,13 @@ class ObjectStoreUnreachableError(CuratorError, ConnectionError):
     was not marked done, so rerunning once the store is back resumes the run."""
 
 
+class ObjectStoreFailedError(CuratorError, OSError):
+    """The object store answered a request with a server error (HTTP 5xx:
+    ``InternalError``, ``SlowDown``, ``ServiceUnavailable``) on every one of
+    the client's attempts. A fault of the store, not of the input or the
+    settings; as with an outage, nothing unfinished was marked done."""
+
+
 class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C (SIGINT) ended a run; the message says what is kept and how to go on.
 
@@ -54,6 +61,13 @@ _NAMED = re.compile(r"^(beam_curator(?:\.\w+)*)\.(\w+): (.+)$", re.MULTILINE)
 # 'Could not connect to the endpoint URL: "http://host:port/bucket/key?..."' (and 'Read timeout on', 'Connect
 # timeout on', 'Connection was closed before we received a valid response from' the same).
 _UNREACHABLE = re.compile(r"(\w[^:\n]*?) (?:the )?endpoint URL: \"([^\"]+)\"")
+# How botocore names a request the store failed, raised here or printed in a worker's traceback: 'An error occurred
+# (InternalError) when calling the ListObjectsV2 operation (reached max retries: 1): We encountered an internal
+# error.' The code is S3's name of a server error, or the bare HTTP status when the answer had no body (HEAD).
+_SERVER_ERROR = re.compile(
+    r"An error occurred \((InternalError|ServiceUnavailable|SlowDown|5\d\d)\) when calling the (\w+) operation"
+    r"(?: \(reached max retries: (\d+)\))?: ([^\n]*)"
+)
 # What Beam appends each time a stage's error passes through a step, possibly more than once.
 _STEP_NOTE = re.compile(r"(?: \[while running '[^']*'\])+$")
 
@@ -95,14 +109,18 @@ def user_error_in(error: BaseException) -> CuratorError | None:
             found = _rebuilt(kind, message)
             if found is not None:
                 return found
-    return unreachable_store_in(error)
+    return store_outage_in(error)
 
 
-def unreachable_store_in(error: BaseException) -> ObjectStoreUnreachableError | None:
-    """An ``ObjectStoreUnreachableError`` naming the endpoint, when ``error``
-    is or wraps (as text, from a worker) a connection failure of the S3 client."""
+def store_outage_in(error: BaseException) -> ObjectStoreUnreachableError | ObjectStoreFailedError | None:
+    """The object store's failure behind ``error`` (raised, or as text from a
+    worker), in one line that says what to do: an
+    ``ObjectStoreUnreachableError`` naming the endpoint when the S3 client
+    could not connect, an ``ObjectStoreFailedError`` naming the request and
+    the store's answer when the store answered server errors."""
     for link in _chain(error):
-        found = _UNREACHABLE.search(str(link))
+        text = str(link)
+        found = _UNREACHABLE.search(text)
         if found is not None:
             what, url = found.groups()
             parts = urlsplit(url)
@@ -111,14 +129,24 @@ def unreachable_store_in(error: BaseException) -> ObjectStoreUnreachableError | 
                 f"{what.lower()} the endpoint; check that it is up and reachable from every worker, then rerun "
                 "the same command (finished partitions are kept)"
             )
+        failed = _SERVER_ERROR.search(text)
+        if failed is not None:
+            code, operation, retries, message = failed.groups()
+            attempts = f"on all {int(retries) + 1} attempts" if retries else "after the client's retries"
+            return ObjectStoreFailedError(
+                f"the object store failed: it answered {operation} with a server error ({code}: "
+                f"{message.strip() or 'no message'}) {attempts}; this is the store's fault, not the input's: "
+                "rerun the same command once it answers again (finished partitions are kept; AWS_MAX_ATTEMPTS "
+                "sets how often a request is tried)"
+            )
     return None
 
 
 def store_outages_named(run: Callable[..., _Result]) -> Callable[..., _Result]:
-    """Wraps a workflow's ``run``: an S3 client's connection failure raised in
-    the driver (listing, reading a phase's results) comes out as the same
-    ``ObjectStoreUnreachableError`` that ``Pipeline.run`` raises for one inside
-    a Beam stage, naming the endpoint, instead of botocore's own exception."""
+    """Wraps a workflow's ``run``: an S3 client's connection failure or a
+    store's server error raised in the driver (listing, reading a phase's
+    results) comes out as the same one-line error that ``Pipeline.run``
+    raises for one inside a Beam stage, instead of botocore's own exception."""
 
     @functools.wraps(run)
     def named(*args: object, **kwargs: object) -> _Result:
@@ -127,7 +155,7 @@ def store_outages_named(run: Callable[..., _Result]) -> Callable[..., _Result]:
         except CuratorError:
             raise
         except Exception as error:
-            found = unreachable_store_in(error)
+            found = store_outage_in(error)
             if found is None:
                 raise
             raise found from error

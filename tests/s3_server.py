@@ -8,11 +8,14 @@ again on the same port and folder (``start``), as a real outage would go.
 
 from __future__ import annotations
 
+import http.client
+import http.server
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -137,3 +140,63 @@ class S3Server:
         # takes every bucket to exist. Listing a missing bucket does fail (FileNotFoundError).
         self.filesystem().call_s3("create_bucket", Bucket=name)
         return f"s3://{name}"
+
+
+# What S3 answers when it fails inside (HTTP 500), as botocore reads it.
+INTERNAL_ERROR = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code>'
+                  b"<Message>We encountered an internal error. Please try again.</Message></Error>")
+
+
+class FailingFront:
+    """An HTTP endpoint in front of an ``S3Server`` that passes every request
+    on to it, until a file named ``switch`` exists (created by a test, or by a
+    stage on a worker): from then on it answers each request as S3 does when it
+    fails inside, HTTP 500 ``InternalError``. The store stays up; only its
+    answers go bad, as in an overloaded or broken S3 service."""
+
+    def __init__(self, server: S3Server, switch: Path) -> None:
+        self.switch = switch
+        self.requests_failed = 0
+        front = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _answer(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if front.switch.exists():
+                    front.requests_failed += 1
+                    status, headers, payload = 500, [("Content-Type", "application/xml")], INTERNAL_ERROR
+                else:
+                    upstream = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+                    upstream.request(self.command, self.path, body=body, headers=dict(self.headers))
+                    response = upstream.getresponse()
+                    status, headers, payload = response.status, response.getheaders(), response.read()
+                    upstream.close()
+                self.send_response(status)
+                for name, value in headers:
+                    if name.lower() not in ("transfer-encoding", "connection", "date", "server") and (
+                            name.lower() != "content-length" or self.command == "HEAD"):
+                        self.send_header(name, value)
+                if self.command != "HEAD" or status >= 500:  # a HEAD's length is the object's, its body none
+                    self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(payload)
+
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _answer
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self._http.server_port}"
+        threading.Thread(target=self._http.serve_forever, daemon=True).start()
+
+    def environment(self, server: S3Server) -> dict[str, str]:
+        """``server``'s environment, with this front as the endpoint."""
+        return {**server.environment(), "AWS_ENDPOINT_URL_S3": self.endpoint, "AWS_ENDPOINT_URL": self.endpoint}
+
+    def close(self) -> None:
+        self._http.shutdown()
+        self._http.server_close()

@@ -1,6 +1,6 @@
 """Faults on a real S3 endpoint (S3Proxy): a run killed mid-write, the store
-going away mid-run, and objects added or removed between two runs of one
-Python process. Each time the run that follows must end with exactly the
+going away mid-run or answering server errors, and objects added or removed
+between two runs of one Python process. Each time the run that follows must end with exactly the
 output of a fresh run, nothing lost, nothing twice, nothing half-written.
 """
 
@@ -18,7 +18,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from beam_curator.errors import ObjectStoreUnreachableError
+from beam_curator.errors import ObjectStoreFailedError, ObjectStoreUnreachableError
 from beam_curator.stages import ProcessingStage
 from beam_curator.tasks import DocumentBatch
 
@@ -44,6 +44,22 @@ def s3_env(s3_server, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str
     s3fs.S3FileSystem.clear_instance_cache()
     yield {**os.environ, **environment}
     s3fs.S3FileSystem.clear_instance_cache()
+
+
+@pytest.fixture
+def failing_front(s3_server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[object]:
+    """A ``FailingFront`` before the S3 server, as the endpoint of this process's environment; it answers server
+    errors once ``failing_front.switch`` exists."""
+    import s3fs
+    from s3_server import FailingFront
+
+    front = FailingFront(s3_server, tmp_path / "store-fails")
+    for name, value in {**front.environment(s3_server), **QUICK_GIVE_UP}.items():
+        monkeypatch.setenv(name, value)
+    s3fs.S3FileSystem.clear_instance_cache()
+    yield front
+    s3fs.S3FileSystem.clear_instance_cache()
+    front.close()
 
 
 def upload(s3_server, folder: Path, url: str) -> None:
@@ -85,6 +101,31 @@ def local_reference(tmp_path: Path, corpus: Path) -> list[dict]:
     resume_pipeline(str(corpus), str(tmp_path / "reference"), str(tmp_path / "reference.log"), 0).run(
         progress=False)
     return output_rows(tmp_path / "reference")
+
+
+def the_one_error_line(run: subprocess.CompletedProcess | subprocess.Popen, stderr: str) -> str:
+    """The command's only ``error:`` line, once it exited with 2 and printed no traceback."""
+    assert run.returncode == 2, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, stderr[-3000:]
+    return errors[0]
+
+
+def assert_the_exact_rerun_gives_a_fresh_runs_output(command: list[str], env: dict, s3_server, bucket: str,
+                                                     tmp_path: Path) -> None:
+    """``command`` (``beam-curator exact`` of the sample corpus into ``<bucket>/out``) run again completes, and
+    keeps what a fresh run on the local files keeps, each text once."""
+    from beam_curator.data import sample_corpus_path
+
+    rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    fresh = subprocess.run([str(BEAM_CURATOR), "exact", "--input", str(sample_corpus_path()),
+                            "--output", str(tmp_path / "fresh")], capture_output=True, text=True, timeout=300)
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
+    kept = sorted(row["text"] for row in s3_rows(s3_server, f"{bucket}/out/deduplicated"))
+    assert kept == sorted(row["text"] for row in output_rows(tmp_path / "fresh" / "deduplicated"))
+    assert len(kept) == len(set(kept))
 
 
 def test_a_write_killed_mid_upload_leaves_no_object(s3_server, s3_bucket: str, s3_env: dict, tmp_path: Path) -> None:
@@ -168,6 +209,67 @@ class KillTheStore(ProcessingStage):
         return task
 
 
+class FailTheStore(KillTheStore):
+    """Makes ``switch`` exist when the partition of ``at_file`` first comes by: from then on the store answers every
+    request with a server error (a ``FailingFront`` before it)."""
+
+    name = "fail_the_store"
+
+    def __init__(self, switch: str, at_file: str, done_marker: str) -> None:
+        super().__init__(0, at_file, done_marker)
+        self.switch = switch
+
+    def process(self, task: DocumentBatch) -> DocumentBatch:
+        sources = task._metadata.get("source_files", [])
+        if not os.path.exists(self.done_marker) and any(path.endswith(self.at_file) for path in sources):
+            Path(self.done_marker).touch()
+            Path(self.switch).touch()
+        return task
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+def test_server_errors_mid_run_raise_one_clear_error_and_the_rerun_completes(
+    s3_server, s3_bucket: str, failing_front, tmp_path: Path,
+) -> None:
+    corpus = uploaded_corpus(s3_server, s3_bucket, tmp_path, 6)
+    out, ckpt = f"{s3_bucket}/out", f"{s3_bucket}/ckpt"
+    pipeline = resume_pipeline(f"{s3_bucket}/in", out, str(tmp_path / "calls.log"), 0)
+    pipeline.stages.insert(1, FailTheStore(str(failing_front.switch), "part-003.jsonl", str(tmp_path / "failed")))
+    with pytest.raises(ObjectStoreFailedError) as raised:
+        pipeline.run(checkpoint_path=ckpt, progress=False)
+    assert failing_front.requests_failed > 0
+    message = str(raised.value)
+    assert message.startswith("the object store failed: it answered "), message
+    assert "(InternalError: We encountered an internal error. Please try again.) on all 2 attempts" in message
+    assert "\n" not in message and "rerun the same command" in message
+
+    failing_front.switch.unlink()
+    summary = pipeline.run(checkpoint_path=ckpt, progress=False)
+    assert summary.complete
+    assert s3_rows(s3_server, out) == local_reference(tmp_path, corpus)
+
+
+def test_the_cli_says_in_one_line_that_the_store_fails_before_any_work_and_its_rerun_completes(
+    s3_server, s3_bucket: str, failing_front, tmp_path: Path,
+) -> None:
+    """A store answering server errors from the start: the input check, the driver's first request, fails in one
+    line (not botocore's traceback) and nothing is written; once the store answers, the same command gives a
+    fresh local run's output."""
+    from beam_curator.data import sample_corpus_path
+
+    upload(s3_server, Path(sample_corpus_path()), f"{s3_bucket}/in")
+    command = [str(BEAM_CURATOR), "exact", "--input", f"{s3_bucket}/in", "--output", f"{s3_bucket}/out"]
+    failing_front.switch.touch()
+    first = subprocess.run(command, env=dict(os.environ), capture_output=True, text=True, timeout=300)
+    error = the_one_error_line(first, first.stderr)
+    assert error.startswith("error: the object store failed: it answered "), error
+    assert "server error (InternalError: " in error, error
+    assert objects(s3_server, f"{s3_bucket}/out") == []
+
+    failing_front.switch.unlink()
+    assert_the_exact_rerun_gives_a_fresh_runs_output(command, dict(os.environ), s3_server, s3_bucket, tmp_path)
+
+
 # A thread that dies (the progress watcher polling the dead store) would print its own traceback.
 @pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 def test_an_outage_mid_run_raises_one_clear_error_and_the_rerun_completes(
@@ -211,20 +313,10 @@ def test_the_cli_says_in_one_line_that_the_store_went_away_and_its_rerun_complet
             s3_server.kill()
             s3_server.start()
     stderr = (tmp_path / "first.err").read_text()
-    assert first.returncode == 2, stderr[-3000:]
-    assert "Traceback" not in stderr, stderr[-3000:]
-    errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1, stderr[-3000:]
-    assert errors[0].startswith(f"error: cannot reach the object store at {s3_server.endpoint} (for /"), errors
+    error = the_one_error_line(first, stderr)
+    assert error.startswith(f"error: cannot reach the object store at {s3_server.endpoint} (for /"), error
 
-    rerun = subprocess.run(command, env=s3_env, capture_output=True, text=True, timeout=300)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    fresh = subprocess.run([str(BEAM_CURATOR), "exact", "--input", str(sample_corpus_path()),
-                            "--output", str(tmp_path / "fresh")], capture_output=True, text=True, timeout=300)
-    assert fresh.returncode == 0, fresh.stderr[-3000:]
-    kept = sorted(row["text"] for row in s3_rows(s3_server, f"{s3_bucket}/out/deduplicated"))
-    assert kept == sorted(row["text"] for row in output_rows(tmp_path / "fresh" / "deduplicated"))
-    assert len(kept) == len(set(kept))
+    assert_the_exact_rerun_gives_a_fresh_runs_output(command, s3_env, s3_server, s3_bucket, tmp_path)
 
 
 def test_a_workflow_whose_store_is_down_raises_the_named_error_from_the_driver(
