@@ -97,6 +97,9 @@ def user_error_in(error: BaseException) -> CuratorError | None:
     ``RuntimeError`` whose text holds the worker's traceback: there the last
     line naming one of the package's error classes is the one raised.
     """
+    outage = store_outage_in(error)  # before an error that wrapped it with advice about a file or folder
+    if outage is not None:
+        return outage
     for link in _chain(error):
         if isinstance(link, CuratorError):
             return _rebuilt(type(link), str(link)) or link
@@ -109,7 +112,7 @@ def user_error_in(error: BaseException) -> CuratorError | None:
             found = _rebuilt(kind, message)
             if found is not None:
                 return found
-    return store_outage_in(error)
+    return None
 
 
 def store_outage_in(error: BaseException) -> ObjectStoreUnreachableError | ObjectStoreFailedError | None:
@@ -146,14 +149,14 @@ def store_outages_named(run: Callable[..., _Result]) -> Callable[..., _Result]:
     """Wraps a workflow's ``run``: an S3 client's connection failure or a
     store's server error raised in the driver (listing, reading a phase's
     results) comes out as the same one-line error that ``Pipeline.run``
-    raises for one inside a Beam stage, instead of botocore's own exception."""
+    raises for one inside a Beam stage, instead of botocore's own exception,
+    or of an error that took it for a fault of a file or folder (a folder
+    found not writable)."""
 
     @functools.wraps(run)
     def named(*args: object, **kwargs: object) -> _Result:
         try:
             return run(*args, **kwargs)
-        except CuratorError:
-            raise
         except Exception as error:
             found = store_outage_in(error)
             if found is None:

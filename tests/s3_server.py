@@ -150,9 +150,10 @@ INTERNAL_ERROR = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalE
 class FailingFront:
     """An HTTP endpoint in front of an ``S3Server`` that passes every request
     on to it, until a file named ``switch`` exists (created by a test, or by a
-    stage on a worker): from then on it answers each request as S3 does when it
-    fails inside, HTTP 500 ``InternalError``. The store stays up; only its
-    answers go bad, as in an overloaded or broken S3 service."""
+    stage on a worker): from then on it answers each request (or, if the file
+    names HTTP methods, each request of those) as S3 does when it fails
+    inside, HTTP 500 ``InternalError``. The store stays up; only its answers
+    go bad, as in an overloaded or broken S3 service."""
 
     def __init__(self, server: S3Server, switch: Path) -> None:
         self.switch = switch
@@ -164,7 +165,7 @@ class FailingFront:
 
             def _answer(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                if front.switch.exists():
+                if front.fails(self.command):
                     front.requests_failed += 1
                     status, headers, payload = 500, [("Content-Type", "application/xml")], INTERNAL_ERROR
                 else:
@@ -192,6 +193,13 @@ class FailingFront:
         self._http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.endpoint = f"http://127.0.0.1:{self._http.server_port}"
         threading.Thread(target=self._http.serve_forever, daemon=True).start()
+
+    def fails(self, method: str) -> bool:
+        try:
+            methods = self.switch.read_text().split()
+        except FileNotFoundError:
+            return False
+        return not methods or method in methods
 
     def environment(self, server: S3Server) -> dict[str, str]:
         """``server``'s environment, with this front as the endpoint."""

@@ -337,6 +337,54 @@ def test_a_workflow_whose_store_is_down_raises_the_named_error_from_the_driver(
     assert str(raised.value).startswith(f"cannot reach the object store at {s3_server.endpoint}")
 
 
+def test_a_parquet_file_the_failing_store_cannot_serve_is_not_called_unreadable(
+    s3_server, s3_bucket: str, failing_front, tmp_path: Path,
+) -> None:
+    """A read the store answers with server errors raises the store's error, not the advice to replace the file
+    that a damaged file gets; once the store answers, the same calls read the file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from beam_curator.stages.io.parquet import ParquetReader, parquet_metadata, read_parquet
+
+    table = pa.table({"id": [1, 2, 3], "text": ["a", "b", "c"]})
+    pq.write_table(table, tmp_path / "part-0.parquet")
+    upload(s3_server, tmp_path, f"{s3_bucket}/in")
+    url = f"{s3_bucket}/in/part-0.parquet"
+    reader = ParquetReader(url).decompose()[-1]  # what reads the input's partitions
+    reads = {"read_parquet": lambda: read_parquet(url), "parquet_metadata": lambda: parquet_metadata(url).num_rows,
+             "the reader stage": lambda: reader.read_file(url).table.num_rows}
+    failing_front.switch.touch()
+    for name, read in reads.items():
+        with pytest.raises(ObjectStoreFailedError, match=r"^the object store failed: it answered \w+ with a server "
+                                                          r"error \((500|InternalError)"):
+            read()
+        assert failing_front.requests_failed > 0, name
+    failing_front.switch.unlink()
+    assert read_parquet(url).equals(table)
+    assert parquet_metadata(url).num_rows == reads["the reader stage"]() == 3
+
+
+def test_an_output_folder_the_failing_store_cannot_write_to_is_not_called_unwritable(
+    s3_server, s3_bucket: str, failing_front, tmp_path: Path,
+) -> None:
+    """The semantic workflow's first check, a probe object written to each output folder, fails on a store that
+    answers uploads with server errors: the error names the store's failure, not the folder's permissions, and
+    comes before any work (nothing embedded)."""
+    from beam_curator.data import sample_corpus_path
+    from beam_curator.workflows import TextSemanticDeduplicationWorkflow
+
+    upload(s3_server, Path(sample_corpus_path()), f"{s3_bucket}/in")
+    failing_front.switch.write_text("PUT")
+    workflow = TextSemanticDeduplicationWorkflow(
+        f"{s3_bucket}/in", f"{s3_bucket}/out", f"{s3_bucket}/cache", input_filetype="jsonl",
+        embedding_backend="static", n_clusters=4, eps=0.05, verbose=False)
+    with pytest.raises(ObjectStoreFailedError, match=r"^the object store failed: it answered PutObject "):
+        workflow.run()
+    assert failing_front.requests_failed > 0
+    assert objects(s3_server, f"{s3_bucket}/cache") == objects(s3_server, f"{s3_bucket}/out") == []
+
+
 def test_a_rerun_in_the_same_process_sees_objects_added_and_removed_since(
     s3_server, s3_bucket: str, s3_env: dict, tmp_path: Path,
 ) -> None:

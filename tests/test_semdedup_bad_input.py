@@ -243,7 +243,7 @@ def test_an_unreadable_embeddings_file_is_named(tmp_path: Path) -> None:
     (embeddings / "part-001.parquet").write_bytes(b"PAR1 but not really parquet")
     with pytest.raises(CuratorInputError) as caught:
         run_embeddings(embeddings, tmp_path, n_clusters=2)
-    assert f"{embeddings / 'part-001.parquet'} cannot be read" in str(caught.value)
+    assert f"{embeddings / 'part-001.parquet'}: not a readable parquet file" in str(caught.value)
 
 
 def test_repeated_ids_are_found_by_workers_bucket_by_bucket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,6 +12,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
+from beam_curator.errors import store_outage_in
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.reader import FileReader, FileReaderStage, FileRecords
 from beam_curator.stages.io.writer import FileWriterStage
@@ -114,21 +115,28 @@ def read_parquet(url: str, columns: Sequence[str] | None = None, filters: ds.Exp
             return pq.read_table(handle, columns=columns, filters=filters, pre_buffer=False, use_threads=False)
 
 
-def parquet_metadata(url: str) -> pq.FileMetaData:
+# What to do about a file that cannot be read: one a phase wrote, or one of the input.
+_PHASE_FILE = "if it is in the cache, delete it and rerun to compute it again, otherwise replace it"
+_INPUT_FILE = "replace or remove it"
+
+
+def parquet_metadata(url: str, advice: str = _PHASE_FILE) -> pq.FileMetaData:
     """The footer of one parquet file (row count, schema); an error naming it if unreadable."""
-    with _readable(url), ParquetInput(url) as parquet:
+    with _readable(url, advice), ParquetInput(url) as parquet:
         return parquet.file.metadata
 
 
 @contextmanager
-def _readable(url: str) -> Iterator[None]:
+def _readable(url: str, advice: str = _PHASE_FILE) -> Iterator[None]:
+    """A failed read as an error naming the file and what to do, unless the
+    object store failed rather than the file: then the store's error."""
     try:
         yield
     except (pa.ArrowException, OSError) as error:
-        raise CuratorInputError(
-            f"{url} cannot be read ({error}); if it is in the cache, delete it and rerun to compute it again, "
-            "otherwise replace it"
-        ) from error
+        outage = store_outage_in(error)
+        if outage is not None:
+            raise outage from error
+        raise CuratorInputError(f"{url}: not a readable parquet file ({error}); {advice}") from error
 
 
 class ParquetReaderStage(FileReaderStage):
@@ -140,7 +148,7 @@ class ParquetReaderStage(FileReaderStage):
     def split_file(path: str, size: int, blocksize: int) -> list[tuple[int, int]]:
         """Runs of consecutive row groups, each closed once it holds ``blocksize``
         bytes (as stored); a file of one row group is read whole."""
-        metadata = _footer(path)
+        metadata = parquet_metadata(path, _INPUT_FILE)
         blocks, first, held = [], 0, 0
         for index in range(metadata.num_row_groups):
             group = metadata.row_group(index)
@@ -154,15 +162,12 @@ class ParquetReaderStage(FileReaderStage):
 
     def rows_before(self, path: str, block: FileBlock) -> int:
         """The rows of the row groups before the block, from the file's footer."""
-        metadata = _footer(path)
+        metadata = parquet_metadata(path, _INPUT_FILE)
         return sum(metadata.row_group(index).num_rows for index in range(block.start))
 
     def read_file(self, path: str, block: FileBlock | None = None) -> FileRecords:
-        try:
-            with ParquetInput(path) as parquet:
-                table = parquet.read(row_groups=None if block is None else range(block.start, block.stop))
-        except (pa.ArrowInvalid, OSError) as error:
-            raise _unreadable(path, error) from error
+        with _readable(path, _INPUT_FILE), ParquetInput(path) as parquet:
+            table = parquet.read(row_groups=None if block is None else range(block.start, block.stop))
         rows = pa.array(range(table.num_rows), pa.int64())
         if self.fields is None:
             return FileRecords(table, rows)
@@ -182,18 +187,6 @@ class ParquetReaderStage(FileReaderStage):
             self.bad_record(path, f"row {first}", f"{nulls} row(s) with null in {', '.join(self.fields)}")
             table, rows = table.filter(valid), rows.filter(valid)
         return FileRecords(table, rows, nulls)
-
-
-def _footer(path: str) -> pq.FileMetaData:
-    try:
-        with ParquetInput(path) as parquet:
-            return parquet.file.metadata
-    except (pa.ArrowInvalid, OSError) as error:
-        raise _unreadable(path, error) from error
-
-
-def _unreadable(path: str, error: Exception) -> CuratorInputError:
-    return CuratorInputError(f"{path}: not a readable parquet file ({error}); replace or remove it")
 
 
 class ParquetReader(FileReader):
