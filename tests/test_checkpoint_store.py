@@ -70,6 +70,26 @@ def test_layout_is_one_file_per_process_named_by_host_and_pid(tmp_path: Path) ->
     assert store.completed() == {"0_a"}
 
 
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_a_run_after_its_folder_was_deleted_records_as_a_new_process_would(where: str, tmp_path: Path) -> None:
+    """The folder deleted between two runs of this process: the second run's marks are on disk and counted,
+    although the first run's writer was still open and remembered the same partition as complete."""
+    path = str(tmp_path / "ckpt") if where == "local" else f"memory://ckpt-{uuid.uuid4().hex}"
+    first = open_store(path)
+    first.open_writer()
+    assert first.record("0_a_0", {"0_a": Fraction(1)}) == ["0_a"]
+    first.flush()
+    fs, folder = fsspec.core.url_to_fs(path)
+    fs.rm(folder, recursive=True)
+
+    second = open_store(path)
+    second.open_writer()  # as every run does before reading the checkpoint
+    assert second.completed() == set()
+    assert second.record("0_a_0", {"0_a": Fraction(1)}) == ["0_a"]
+    second.flush()
+    assert open_store(path).completed() == {"0_a"}
+
+
 def test_a_retried_terminal_task_cannot_complete_a_partition_early(tmp_path: Path) -> None:
     store = open_store(str(tmp_path))
     assert store.record("0_a_0", {"0_a": HALF}) == []

@@ -148,3 +148,24 @@ def test_an_unchanged_rerun_of_a_moved_cache_does_nothing(first: Path, tmp_path:
     assert "k-means: embeddings and settings unchanged, reusing" in text
     assert "removal: inputs and settings unchanged and outputs in place, nothing to do" in text
     assert outcome(tmp_path) == outcome(first)
+
+
+def test_a_rerun_in_the_same_process_after_its_folders_were_deleted_equals_a_fresh_run(
+    first: Path, tmp_path: Path,
+) -> None:
+    """A user starting afresh between two runs in one process (a notebook: ``rm -r`` of the cache and output)
+    with the input grown meanwhile: the second run is a fresh run, although the first left this process's
+    checkpoint writers open on the files just deleted."""
+    shutil.rmtree(first / "input")
+    shutil.copytree(first / "pristine", first / "input")
+    base = tmp_path / "reused"
+    run(first / "input", base)
+    shutil.rmtree(base / "cache")
+    shutil.rmtree(base / "output")
+    add(first / "input")
+
+    _, logs = run(first / "input", base)
+    run(first / "input", tmp_path / "fresh")
+
+    assert outcome(base) == outcome(tmp_path / "fresh")
+    assert EMBEDDED.search("\n".join(logs)).groups() == ("4", "0"), "\n".join(logs)

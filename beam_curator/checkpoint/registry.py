@@ -58,6 +58,11 @@ def discard(key: str) -> Writer | None:
     return writer if writer is not None and writer.pid == os.getpid() else None
 
 
+def close(key: str) -> None:
+    """Close this process's writer for ``key``, if it has opened one."""
+    _close([key])
+
+
 def close_below(prefix: str) -> None:
     """Close this process's writers whose key lies under ``prefix``, before
     that folder is deleted: a writer left open would go on writing into a

@@ -121,8 +121,14 @@ class CheckpointStore(ABC):
         self._writer().record_inputs(inputs)
 
     def open_writer(self) -> None:
-        """Open this process's writer now (and hold its lock, where the store
-        has one), so that a reset started meanwhile sees a live run."""
+        """Open this process's writer for a run now (and hold its lock, where
+        the store has one), so that a reset started meanwhile sees a live run.
+        A writer an earlier run of this process left open is closed first, so
+        that each run writes as a new process would: that writer remembers
+        its run's complete partitions (and reports each only once), and its
+        file may have been deleted since (a user starting afresh), so its
+        marks would go where no reader looks."""
+        registry.close(self.metadata_dir)
         self._writer()
 
     def flush(self) -> None:
