@@ -21,9 +21,14 @@ the same static model, on the Debian corpus, in one run.
    CPU. For each tool: documents removed; where N is within the sample, how
    many of the full model's duplicate pairs lost a member (recall) and how
    many removed documents have a full-model partner (precision); otherwise
-   the overlap of the two tools' removed sets.
+   the overlap of the two tools' removed sets. With ``--cross-cluster``,
+   ours also runs with ``cross_cluster=True`` (each document compared with
+   its second-nearest cluster's members too) at each ``--n-clusters``,
+   SemHash's recall being that of a search over all pairs.
 
     python bench/bench_static.py                     # sample 10k, N = 10k, 30k, 63,905
+    python bench/bench_static.py --sample 63905 --cross-cluster --n-clusters 100 50   # recall at every N
+                                                     # (17 min of full-model vectors, once)
     python bench/bench_static.py --sizes 10000 --append BENCHMARKS.md
 """
 
@@ -36,7 +41,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -82,7 +86,7 @@ def members(pairs: set[tuple[int, int]]) -> set[int]:
 
 
 def ratio(part: int, whole: int) -> str:
-    return f"{part / whole:.3f}" if whole else "n/a"
+    return f"{part / whole:.4f}" if whole else "n/a"
 
 
 def unit(vectors: np.ndarray) -> np.ndarray:
@@ -111,11 +115,13 @@ def write_inputs(records: list[dict], folder: Path, per_file: int) -> None:
                 out.write(json.dumps({ID: start + offset, "text": record["text"]}) + "\n")
 
 
-def run_ours(records: list[dict], model: Path, eps: float, work: Path, per_file: int) -> tuple[set[int], dict, object]:
+def run_ours(records: list[dict], model: Path, eps: float, work: Path, per_file: int,
+             cross_cluster: bool = False, n_clusters: int = 100) -> tuple[set[int], dict, object]:
     write_inputs(records, work / "input", per_file)
     workflow = TextSemanticDeduplicationWorkflow(
         str(work / "input"), str(work / "output"), str(work / "cache"), input_filetype="jsonl", id_field=ID,
-        embedding_backend="static", model_identifier=str(model), eps=eps, verbose=False)
+        embedding_backend="static", model_identifier=str(model), eps=eps, cross_cluster=cross_cluster,
+        n_clusters=n_clusters, verbose=False)
     meta, timing = timed(lambda: workflow.run().metadata)
     removed = set(pq.read_table(work / "output" / "duplicate_pairs").column("id").to_pylist())
     return removed, meta, timing
@@ -149,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--e2e-eps", type=float, default=0.05, help="eps of the end-to-end and SemHash runs")
     parser.add_argument("--docs-per-file", type=int, default=4000)
     parser.add_argument("--pca-dims", type=int, default=256)
+    parser.add_argument("--cross-cluster", action="store_true",
+                        help="also run ours with cross_cluster=True (the second-nearest cluster searched too)")
+    parser.add_argument("--n-clusters", type=int, nargs="+", default=[100],
+                        help="n_clusters of the cross-cluster runs (the plain run keeps the default, 100)")
     parser.add_argument("--data", type=Path, help="path to debian-package-descriptions.jsonl.gz")
     parser.add_argument("--workdir", type=Path, help="where inputs and outputs go (default: a temporary folder)")
     add_append_argument(parser)
@@ -171,18 +181,26 @@ def main(argv: list[str] | None = None) -> int:
     reference = full_pairs.get(args.e2e_eps) if args.e2e_eps in full_pairs else \
         similar_pairs(unit(full.vectors), [args.e2e_eps])[args.e2e_eps]
     for n in sorted({args.sample, *args.sizes}):  # the sample's own size too: the one N judged against the full model
-        ours, meta, ours_time = run_ours(records[:n], model, args.e2e_eps, work / f"ours-{n}", args.docs_per_file)
+        runs = {"beam-curator": run_ours(records[:n], model, args.e2e_eps, work / f"ours-{n}", args.docs_per_file)}
+        for k in args.n_clusters if args.cross_cluster else []:
+            runs[f"beam-curator, cross-cluster, {k} clusters"] = run_ours(
+                records[:n], model, args.e2e_eps, work / f"ours-cross-{k}-{n}", args.docs_per_file,
+                cross_cluster=True, n_clusters=k)
         theirs, their_time = run_semhash(records[:n], model, args.e2e_eps)
         in_sample = n <= args.sample
         pairs = {pair for pair in reference if pair[1] < n} if in_sample else set()
-        for tool, removed, timing in (("beam-curator", ours, ours_time), ("SemHash 0.5.0", theirs, their_time)):
+        for tool, (removed, _, timing) in [*runs.items(), ("SemHash 0.5.0", (theirs, None, their_time))]:
             recall, precision = judged(removed, pairs) if in_sample else ("n/a", "n/a")
+            overlap = ratio(len(removed & theirs), len(removed | theirs)) if removed is not theirs else ""
             rows.append([f"{n:,}", tool, f"{timing.wall:.1f}", f"{timing.cpu:.1f}", len(removed), recall, precision,
-                         ratio(len(ours & theirs), len(ours | theirs))])
-        rows.append([f"{n:,}", "(ours: embedding / k-means / pairwise / removal s)",
-                     " / ".join(f"{meta.get(key) or 0:.1f}" for key in
-                                ("embedding_time", "kmeans_time", "pairwise_time", "removal_time")), "", "", "", "", ""])
-        shutil.rmtree(work / f"ours-{n}", ignore_errors=True)
+                         overlap])
+        for tool, (_, meta, _) in runs.items():
+            rows.append([f"{n:,}", f"({tool}: embedding / k-means / pairwise / removal s)",
+                         " / ".join(f"{meta.get(key) or 0:.1f}" for key in
+                                    ("embedding_time", "kmeans_time", "pairwise_time", "removal_time")),
+                         "", "", "", "", ""])
+        for folder in [f"ours-{n}", *(f"ours-cross-{k}-{n}" for k in args.n_clusters)]:
+            shutil.rmtree(work / folder, ignore_errors=True)
 
     body = f"""Static model: all-MiniLM-L6-v2 distilled by model2vec {__import__('model2vec').__version__} with PCA to
 {args.pca_dims} dimensions ({distilling.wall:.1f} s now: {'a cache hit' if distilling.wall < 5 else 'distilled'}).
@@ -198,7 +216,7 @@ JSONL in, clean JSONL out; SemHash: `from_records` + `self_deduplicate(threshold
 records in memory, nothing written). Seconds of the call (ours `run()`; SemHash loading the model, then
 deduplicating), wall and CPU, in one process after its imports. Recall: the full model's
 duplicate pairs with a member removed; precision: removed documents that have a full-model partner (both only
-within the {args.sample:,}-document sample); overlap: Jaccard of the two tools' removed sets.
+within the {args.sample:,}-document sample); overlap: Jaccard of the removed set with SemHash's.
 
 {markdown_table(["N", "tool", "wall s", "CPU s", "removed", "recall", "precision", "overlap"], rows)}
 """
