@@ -69,6 +69,39 @@ def test_the_static_handler_gives_unit_vectors_equal_for_equal_texts(distilled) 
     assert not handler.share_model_across_processes(), "a static model is small: one per worker process"
 
 
+def test_static_vectors_are_the_float32_mean_of_the_float16_token_vectors(distilled) -> None:
+    """model2vec stores the distilled table as float16; the handler pools it in float32: each vector is the
+    normalised mean of its tokens' rows computed here in float64, to float32 precision, and within float16's
+    rounding of what model2vec gives when it pools in float16."""
+    from model2vec import StaticModel
+
+    texts = ["a text editor for the terminal", "bindings of a compression library for Python",
+             "Tiny. ", "utilities " * 40]
+    handler = make_embedding_handler("static", str(distilled))
+    vectors = np.stack([result.inference for result in handler.run_inference(texts, handler.load_model())])
+    stored = StaticModel.from_pretrained(str(distilled))
+    assert stored.embedding.dtype == np.float16
+    for text, vector in zip(texts, vectors):
+        (tokens,) = stored.tokenize([text])
+        mean = stored.embedding[tokens].astype(np.float64).mean(axis=0)
+        np.testing.assert_allclose(vector, mean / np.linalg.norm(mean), atol=2e-6)
+    half = stored.encode(texts, normalize=True).astype(np.float32)
+    assert 0 < np.abs(half - vectors).max() < 2e-3
+
+
+def test_vectors_pooled_in_another_precision_are_known_apart(distilled, monkeypatch) -> None:
+    """The pooling precision is part of what names static vectors: the workflow's embedding key and the
+    transforms' cache key change with it, so that vectors pooled before this change are not reused."""
+    import beam_curator.models.distill as distill
+
+    handler = make_embedding_handler("static", str(distilled))
+    identity, key = handler.vector_identity(), static_model_key(distilled)
+    monkeypatch.setattr(distill, "TABLE_DTYPE", "float16")
+    assert static_model_key(distilled) != key
+    handler.table_dtype = "float16"
+    assert handler.vector_identity() != identity
+
+
 def test_a_damaged_or_stale_build_is_rebuilt_and_a_good_one_reused(tmp_path) -> None:
     builds: list[Path] = []
 

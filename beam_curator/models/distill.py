@@ -98,6 +98,13 @@ def static_model_folder(model_identifier: str, model_cache_dir: str | None = Non
     return distill_static_model(model_identifier, model_cache_dir=model_cache_dir, cache_dir=cache_dir)
 
 
+# The precision a static model's token vectors are pooled in, whatever its files store: model2vec keeps
+# distilled tables as float16, and pooling float16 costs a third of the time of encoding the Debian corpus
+# (11.6 against 8.1-8.9 s for 63,905 texts); pooled in float32 each vector is also closer to the exact mean
+# (cosine >= 0.9998 to the float16 one).
+TABLE_DTYPE = "float32"
+
+
 def static_model_key(folder: str | Path) -> str:
-    """Digest of a static model's files: what its vectors depend on, for checkpoints."""
-    return build_key(folder, {})
+    """Digest of a static model's files and of how they are pooled: what its vectors depend on, for checkpoints."""
+    return build_key(folder, {"table_dtype": TABLE_DTYPE})

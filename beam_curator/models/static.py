@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from beam_curator.models.base import EmbeddingModelHandler, EmbeddingOptions, loading_model
-from beam_curator.models.distill import distill_static_model, static_model_folder
+from beam_curator.models.distill import TABLE_DTYPE, distill_static_model, static_model_folder
 from beam_curator.models.resolve import DEFAULT_MODEL
 
 if TYPE_CHECKING:
@@ -29,12 +29,13 @@ __all__ = ["StaticEmbedder", "StaticEmbeddingHandler", "distill_static_model"]
 
 
 class StaticEmbedder:
-    """A loaded model2vec ``StaticModel``; vectors come back L2-normalised, float32."""
+    """A loaded model2vec ``StaticModel``, its token vectors held as ``TABLE_DTYPE``; vectors come back
+    L2-normalised, float32."""
 
     def __init__(self, folder: str | Path) -> None:
         from model2vec import StaticModel
 
-        self._model = StaticModel.from_pretrained(str(folder))
+        self._model = StaticModel.from_pretrained(str(folder), quantize_to=TABLE_DTYPE)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         vectors = self._model.encode(texts, normalize=True, use_multiprocessing=False, show_progress_bar=False)
@@ -60,6 +61,7 @@ class StaticEmbeddingHandler(EmbeddingModelHandler[StaticEmbedder]):
         options.setdefault("share_across_processes", False)
         super().__init__(model_identifier, **options)
         self._distill_cache_dir = distill_cache_dir
+        self.table_dtype = TABLE_DTYPE  # part of ``vector_identity``: vectors pooled otherwise are not reused
 
     def load_model(self) -> StaticEmbedder:
         folder = static_model_folder(self._model_identifier, self._model_cache_dir, self._distill_cache_dir)
