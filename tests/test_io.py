@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -254,3 +255,20 @@ def test_scripts_that_read_parquet_end_without_an_abort(tmp_path: Path) -> None:
         if done.returncode:
             failed.append((done.returncode, done.stderr[-300:]))
     assert not failed
+
+
+def test_vector_columns_are_written_plain_and_read_back_unchanged(tmp_path: Path) -> None:
+    """Vectors (list columns) get no dictionary and no statistics, the work Parquet's defaults spend on every
+    float of them; the other columns keep both, and every value reads back as written."""
+    from beam_curator.stages.io.parquet import write_table
+
+    vectors = np.random.default_rng(0).standard_normal((300, 16)).astype(np.float32)
+    table = pa.table({"id": np.arange(300), "group": ["a", "b", "c"] * 100,
+                      "embeddings": pa.array(list(vectors), type=pa.list_(pa.float32()))})
+    with open(tmp_path / "v.parquet", "wb") as handle:
+        write_table(table, handle)
+    group = pq.ParquetFile(tmp_path / "v.parquet").metadata.row_group(0)
+    chunks = {group.column(index).path_in_schema.split(".")[0]: group.column(index) for index in range(group.num_columns)}
+    assert not chunks["embeddings"].has_dictionary_page and not chunks["embeddings"].is_stats_set
+    assert chunks["group"].has_dictionary_page and chunks["id"].is_stats_set
+    assert pq.read_table(tmp_path / "v.parquet").equals(table)

@@ -24,9 +24,8 @@ import apache_beam as beam
 import fsspec
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from beam_curator.stages.io.parquet import read_parquet
+from beam_curator.stages.io.parquet import read_parquet, write_table
 from beam_curator.transforms.dedup_documents import split_by_tag
 from beam_curator.writing import write_atomically
 
@@ -151,4 +150,4 @@ class _AddToCache(beam.DoFn):
             DIGEST: pa.array(digests, pa.string()),
             VECTOR: pa.FixedSizeListArray.from_arrays(pa.array(matrix.reshape(-1), pa.float32()), matrix.shape[1]),
         }).replace_schema_metadata({KEY_METADATA: self.key.encode()})
-        write_atomically(f"{self.folder}/part-{uuid.uuid4().hex}.parquet", lambda handle: pq.write_table(table, handle))
+        write_atomically(f"{self.folder}/part-{uuid.uuid4().hex}.parquet", lambda handle: write_table(table, handle))

@@ -203,4 +203,18 @@ class ParquetWriter(FileWriterStage):
     extension = "parquet"
 
     def serialize(self, table: pa.Table, handle) -> None:
-        pq.write_table(table, handle)
+        write_table(table, handle)
+
+
+def write_table(table: pa.Table, handle, **options: object) -> None:
+    """``pq.write_table``, with vector columns (lists) written plain: Parquet's
+    defaults try a dictionary for every column and collect min/max statistics
+    for every value, which on float vectors, that neither repeat nor
+    compress, made writing three to five times slower than the bytes need
+    (measured on 256- and 384-d rows). The other columns keep dictionaries
+    and statistics."""
+    vectors = [field.name for field in table.schema if pa.types.is_list(field.type) or pa.types.is_fixed_size_list(field.type)]
+    if vectors:
+        others = [name for name in table.column_names if name not in vectors]
+        options = {"use_dictionary": others, "write_statistics": others, **options}
+    pq.write_table(table, handle, **options)

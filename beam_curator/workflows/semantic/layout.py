@@ -7,25 +7,15 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from beam_curator.stages.io.parquet import write_table
 from beam_curator.writing import write_atomically
 
 
 def write_cache_parquet(url: str, table: pa.Table) -> int:
-    """Write a table of the cache (vectors and the columns beside them) durably; returns its size.
-
-    Parquet's defaults try a dictionary for every column and collect min/max
-    statistics for every value: on float vectors, which neither compresses
-    nor repeats, that made writing five times slower than the bytes need
-    (measured on 384-d rows). Vectors go plain and uncompressed here; the
-    other columns keep dictionaries and statistics.
-    """
-    vectors = [field.name for field in table.schema if pa.types.is_list(field.type) or pa.types.is_fixed_size_list(field.type)]
-    others = [name for name in table.column_names if name not in vectors]
-    return write_atomically(url, lambda handle: pq.write_table(
-        table, handle, compression="none", use_dictionary=others, write_statistics=others,
-    ))
+    """Write a table of the cache (vectors and the columns beside them) durably, vectors plain
+    and uncompressed (see :func:`~beam_curator.stages.io.parquet.write_table`); returns its size."""
+    return write_atomically(url, lambda handle: write_table(table, handle, compression="none"))
 
 
 def sort_rows(table: pa.Table, column: str) -> pa.Table:
