@@ -189,42 +189,51 @@ def test_a_run_killed_while_writing_to_s3_resumes_to_a_fresh_runs_output(
     assert len(names) >= written_before
 
 
-class KillTheStore(ProcessingStage):
-    """Kills the S3 server (its process group) when the partition of ``at_file`` first comes by: an outage
-    midway. ``done_marker`` (a local file) remembers it, so that the same pipeline reruns undisturbed."""
+class StrikeOnce(ProcessingStage):
+    """Strikes the store (``strike``) when the partition of ``at_file`` first comes by: a fault midway.
+    ``done_marker`` (a local file) remembers it, so that the same pipeline reruns undisturbed."""
+
+    def __init__(self, at_file: str, done_marker: str) -> None:
+        self.at_file = at_file
+        self.done_marker = done_marker
+
+    def strike(self) -> None:
+        raise NotImplementedError
+
+    def process(self, task: DocumentBatch) -> DocumentBatch:
+        sources = task._metadata.get("source_files", [])
+        if not os.path.exists(self.done_marker) and any(path.endswith(self.at_file) for path in sources):
+            Path(self.done_marker).touch()
+            self.strike()
+        return task
+
+
+class KillTheStore(StrikeOnce):
+    """Kills the S3 server (its process group): an outage."""
 
     name = "kill_the_store"
 
     def __init__(self, server_pid: int, at_file: str, done_marker: str) -> None:
+        super().__init__(at_file, done_marker)
         self.server_pid = server_pid
-        self.at_file = at_file
-        self.done_marker = done_marker
 
-    def process(self, task: DocumentBatch) -> DocumentBatch:
-        sources = task._metadata.get("source_files", [])
-        if not os.path.exists(self.done_marker) and any(path.endswith(self.at_file) for path in sources):
-            Path(self.done_marker).touch()
-            os.killpg(self.server_pid, signal.SIGKILL)
-            time.sleep(0.5)
-        return task
+    def strike(self) -> None:
+        os.killpg(self.server_pid, signal.SIGKILL)
+        time.sleep(0.5)
 
 
-class FailTheStore(KillTheStore):
-    """Makes ``switch`` exist when the partition of ``at_file`` first comes by: from then on the store answers every
-    request with a server error (a ``FailingFront`` before it)."""
+class FailTheStore(StrikeOnce):
+    """Makes ``switch`` exist: from then on the store answers every request with a server error (a
+    ``FailingFront`` before it)."""
 
     name = "fail_the_store"
 
     def __init__(self, switch: str, at_file: str, done_marker: str) -> None:
-        super().__init__(0, at_file, done_marker)
+        super().__init__(at_file, done_marker)
         self.switch = switch
 
-    def process(self, task: DocumentBatch) -> DocumentBatch:
-        sources = task._metadata.get("source_files", [])
-        if not os.path.exists(self.done_marker) and any(path.endswith(self.at_file) for path in sources):
-            Path(self.done_marker).touch()
-            Path(self.switch).touch()
-        return task
+    def strike(self) -> None:
+        Path(self.switch).touch()
 
 
 @pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
