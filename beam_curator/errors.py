@@ -73,12 +73,15 @@ _STEP_NOTE = re.compile(r"(?: \[while running '[^']*'\])+$")
 
 
 def _chain(error: BaseException) -> Iterator[BaseException]:
+    """``error`` and the errors behind it, as Python's traceback shows them: the
+    cause, else the error being handled unless ``raise ... from None`` hid it
+    (a stage that replaced the package's error meant its own to be reported)."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         yield current
-        current = current.__cause__ or current.__context__
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
 
 
 def _rebuilt(kind: type, message: str) -> CuratorError | None:

@@ -59,6 +59,31 @@ def test_a_bad_line_names_file_and_line_as_the_packages_error(tmp_path: Path, li
     assert completed(tmp_path) == set()
 
 
+class ReplacesTheInputError(ProcessingStage):
+    """A user's stage that meets the package's input error and raises its own
+    instead, hiding the first with ``from None``."""
+
+    name = "replaces_the_input_error"
+
+    def process(self, task: Task) -> Task:
+        try:
+            raise CuratorInputError("the package's error, which the stage replaced")
+        except CuratorInputError:
+            raise RuntimeError("the stage's own error") from None
+
+
+def test_an_error_raised_from_none_is_reported_not_the_one_it_hid(tmp_path: Path) -> None:
+    write_corpus(tmp_path / "in", 1)
+    pipeline = Pipeline("hides", stages=[
+        JsonlReader(str(tmp_path / "in")), ReplacesTheInputError(), JsonlWriter(str(tmp_path / "out")),
+    ])
+    with pytest.raises(Exception) as error:
+        pipeline.run(checkpoint_path=str(tmp_path / "ckpt"), runner="local")
+    assert not isinstance(error.value, CuratorInputError)
+    assert "the stage's own error" in str(error.value)
+    assert "which the stage replaced" not in str(error.value)
+
+
 def test_records_of_inconsistent_types_name_the_file_line_and_record(tmp_path: Path) -> None:
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_text('{"text": "a"}\n\n{"id": 7, "text": 5}\n')
