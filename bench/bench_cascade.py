@@ -45,6 +45,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from beam_curator.models import DEFAULT_MODEL  # noqa: E402
 from beam_curator.workflows.semantic import SemanticDeduplicationWorkflow, TextSemanticDeduplicationWorkflow  # noqa: E402
+from beam_curator.workflows.semantic.cascade import default_screening_eps  # noqa: E402
 
 PHASES = ("embedding", "kmeans", "pairwise", "verification", "identification", "removal")
 
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="the full model's embedding_runtime in the cascade (onnx: the same model on ONNX Runtime); "
                         "the full-model-only reference is always torch's")
     parser.add_argument("--screening-max-chars", type=int, default=64, help="0: whole texts")
-    parser.add_argument("--screening-eps", type=float, help="default: the workflow's (5 x eps, at most 0.3)")
+    parser.add_argument("--screening-eps", type=float, help="default: the workflow's (2 x eps, at most 0.3)")
     parser.add_argument("--eps", type=float, default=0.01)
     parser.add_argument("--which-to-keep", default="hard",
                         help="ranking of both runs; random orders by a hash of the id, the same in both")
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                  + (f", runtime {args.screening_runtime}" if args.screening_runtime != "torch" else ""))
     times = [f"{timed.get(p + '_time', 0):.1f}" for p in PHASES]
     body = (
-        f"Verify cascade: screening model {screening}, screening_eps {args.screening_eps or 'default'}; full model "
+        f"Verify cascade: screening model {screening}, screening_eps {args.screening_eps or f'{default_screening_eps(args.eps):g} (the default)'}; full model "
         f"{DEFAULT_MODEL} ({args.runtime}; the full-model-only reference: torch); eps {args.eps}, which_to_keep {args.which_to_keep}, k = N / {args.docs_per_cluster}, runner {args.runner}. "
         "Seconds per phase (wall; verification includes embedding the candidates with the full model):\n\n"
         + markdown_table(["N", *PHASES, "total", "candidate pairs", "candidates (full-model embedded)", "removed"],

@@ -193,9 +193,10 @@ def test_cascade_settings_are_refused_by_their_flag_before_any_folder_is_made(
     assert says in capsys.readouterr().err and not (tmp_path / "out").exists()
 
 
-def test_the_default_screening_eps_is_five_times_eps_capped_and_never_below_eps() -> None:
+def test_the_default_screening_eps_is_twice_eps_capped_and_never_below_eps() -> None:
     from beam_curator.workflows.semantic.cascade import default_screening_eps
 
-    assert default_screening_eps(0.01) == pytest.approx(0.05)
-    assert default_screening_eps(0.1) == pytest.approx(0.3)
+    assert default_screening_eps(0.01) == pytest.approx(0.02)
+    assert default_screening_eps(0.1) == pytest.approx(0.2)
+    assert default_screening_eps(0.2) == pytest.approx(0.3)
     assert default_screening_eps(0.5) == 0.5, "a screening stricter than eps would miss the full model's pairs"

@@ -57,7 +57,7 @@ def add_semdedup(commands: argparse._SubParsersAction) -> None:
     cascade.add_argument("--screening-max-chars", type=int, help="cut texts to this many characters for the screening model")
     cascade.add_argument("--screening-eps", type=float,
                          help="pairs at least 1 - screening-eps similar by the screening model are judged by the full "
-                              "model (default: 5 x eps, at most 0.3)")
+                              "model (default: 2 x eps, at most 0.3)")
     clusters = sem.add_argument_group("clustering and scoring")
     clusters.add_argument("--n-clusters", type=int, default=100, help="k-means clusters")
     clusters.add_argument("--kmeans-max-iter", type=int, default=300, help="k-means iterations at most")

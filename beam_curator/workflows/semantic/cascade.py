@@ -49,10 +49,11 @@ from beam_curator.writing import write_atomically
 # The kernels' columns (the kernels themselves import torch: only when a phase runs).
 ID, MAX_ID, SCORE, EARLIER_ID = "id", "max_id", "cosine_sim_score", "earlier_id"
 # screening_eps when not given: this many times eps (at most MAX_DEFAULT_SCREENING_EPS). Measured with the
-# static MiniLM screening for MiniLM at eps 0.01 on the Debian corpus (BENCHMARKS.md, bench_cascade): 5x kept
-# 0.99 of a full-model-only run's removals with 40% of the documents embedded again; 10x made about half the
-# documents candidates, 2x kept 0.97 with 25%.
-SCREENING_EPS_FACTOR = 5
+# static MiniLM screening for MiniLM at eps 0.01 on the Debian corpus (BENCHMARKS.md, bench_cascade): 2x keeps
+# 0.97 of a full-model-only run's removals with 25% of the documents embedded again by the full model, whose
+# rate sets the cascade's time; 5x kept 0.99 with 40% (1.6 times the time); 10x made about half the documents
+# candidates.
+SCREENING_EPS_FACTOR = 2
 MAX_DEFAULT_SCREENING_EPS = 0.3
 
 

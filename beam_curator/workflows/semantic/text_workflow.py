@@ -67,8 +67,8 @@ class TextSemanticDeduplicationWorkflow:
     full model's, e.g. distilled with ``screening_backend="static"``; with
     ``screening_runtime`` and ``screening_max_chars``, chosen as the
     ``embedding_`` ones) turns on the verify cascade: a cheap model's vectors are clustered
-    and propose the pairs at least ``1 - screening_eps`` similar (default: five
-    times eps, at most 0.3), and only the documents in them are embedded with
+    and propose the pairs at least ``1 - screening_eps`` similar (default: twice
+    eps, at most 0.3), and only the documents in them are embedded with
     ``model_identifier``, whose similarity at ``eps`` decides each removal.
     """
 
