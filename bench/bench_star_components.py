@@ -10,16 +10,19 @@ the driver nor a worker ever holds it whole.
 
 Each size runs in a process of its own on the ``--runner`` (default
 local-multiprocess: two SDK worker processes, the driver running Beam's
-FnApiRunner), twice: ``StarComponents`` with FuzzyDedup's default 10 rounds,
+FnApiRunner; ``flink`` and ``spark``: a standalone cluster of that engine with
+two slots / cores, started here, sending its work to an SDK worker pool), twice: ``StarComponents`` with FuzzyDedup's default 10 rounds,
 and, for comparison, one ``GroupByKey`` of the same rows (each edge both ways),
 which is what any grouping of the edges costs on that runner. Reported: wall
 and CPU time (driver and workers), the driver's peak RSS and the largest
-worker's peak RSS (``VmHWM``, which starts afresh when a process starts a program), and what came out: the
-components and the size of the largest, or the ids grouped and the largest
-degree.
+worker's peak RSS (``VmHWM``, which starts afresh when a process starts a program), on a cluster also the
+peak of the Java processes' resident sets together (the engine's daemons and executors and Beam's job
+server, sampled), and what came out: the components and the size of the largest, or the ids grouped and
+the largest degree.
 
     python bench/bench_star_components.py                                   # 100,000 and 1,000,000
     python bench/bench_star_components.py --documents 100000 1000000 10000000 --append BENCHMARKS.md
+    python bench/bench_star_components.py --runner flink        # also spark (needs beam-curator[clusters])
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -54,31 +58,39 @@ def peak_rss(pid: int | str = "self") -> int:
 
 class WorkerPeaks:
     """The peak resident set (``VmHWM``) of each SDK worker process below this
-    one, read every 50 ms while the pipeline runs."""
+    one or below ``roots`` (a worker pool, a cluster's daemons), and the largest
+    sum of the Java processes' resident sets there, read every 50 ms while the
+    pipeline runs."""
 
-    def __init__(self) -> None:
+    def __init__(self, roots: list[int] = ()) -> None:
         import psutil
 
-        self.process = psutil.Process()
+        self.processes = [psutil.Process(), *map(psutil.Process, roots)]
         self.peaks: dict[int, int] = {}
+        self.java_peak = 0
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._sample, daemon=True)
         self.thread.start()
 
     def _sample(self) -> None:
         while not self.stop.wait(SAMPLE_SECONDS):
-            for child in self.process.children(recursive=True):
+            java = 0
+            for process in {p for root in self.processes for p in [root, *root.children(recursive=True)]}:
                 try:
-                    if "sdk_worker" in " ".join(child.cmdline()):
-                        self.peaks[child.pid] = max(self.peaks.get(child.pid, 0), peak_rss(child.pid))
+                    command = " ".join(process.cmdline())
+                    if "sdk_worker" in command:
+                        self.peaks[process.pid] = max(self.peaks.get(process.pid, 0), peak_rss(process.pid))
+                    elif "java" in process.name():
+                        java += process.memory_info().rss
                 except Exception:  # gone meanwhile
                     continue
+            self.java_peak = max(self.java_peak, java)
 
-    def close(self) -> int:
-        """The largest worker's peak, in bytes."""
+    def close(self) -> tuple[int, int, int]:
+        """The largest worker's peak and the Java processes' peak, in bytes, and how many workers ran."""
         self.stop.set()
         self.thread.join()
-        return max(self.peaks.values(), default=0)
+        return max(self.peaks.values(), default=0), self.java_peak, len(self.peaks)
 
 
 def shard_edges(shard: int, documents: int, seed: int) -> list[tuple[int, int]]:
@@ -100,17 +112,18 @@ def shard_edges(shard: int, documents: int, seed: int) -> list[tuple[int, int]]:
     return edges
 
 
-def measure(documents: int, runner: str, contender: str, seed: int) -> dict:
-    """Run one contender on the graph of ``documents``; its figures."""
+def measure(documents: int, runner: str, contender: str, seed: int, settings: dict, roots: list[int]) -> dict:
+    """Run one contender on the graph of ``documents`` with the runner preset's
+    ``settings``, SDK workers and engine processes also sought below ``roots``; its figures."""
     import apache_beam as beam
 
     from beam_curator.runners import pipeline_options
     from beam_curator.transforms.star_components import StarComponents
 
     out = Path(tempfile.mkdtemp(prefix="bench_star_components_")) / "sizes.json"
-    workers = WorkerPeaks()
+    workers = WorkerPeaks(roots)
     start = time.perf_counter()
-    with beam.Pipeline(options=pipeline_options(runner)) as pipeline:
+    with beam.Pipeline(options=pipeline_options(runner, **settings)) as pipeline:
         edges = (pipeline
                  | beam.Create(range(-(-documents // SHARD)), reshuffle=False) | beam.Reshuffle()
                  | beam.FlatMap(shard_edges, documents=documents, seed=seed))
@@ -123,48 +136,79 @@ def measure(documents: int, runner: str, contender: str, seed: int) -> dict:
         summary = sizes | beam.combiners.ToList() | beam.Map(lambda all_sizes: (len(all_sizes), max(all_sizes)))
         summary | beam.Map(lambda pair: out.write_text(json.dumps(pair)))
     wall = time.perf_counter() - start
-    worker_peak = workers.close()
+    worker_peak, java_peak, worker_count = workers.close()
     groups, largest = json.loads(out.read_text())
     own, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
     driver_peak = peak_rss()
     return {"wall": wall, "cpu": own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime,
-            "driver_peak_mb": driver_peak / 2**20, "worker_peak_mb": worker_peak / 2**20,
-            "groups": groups, "largest": largest}
+            "driver_peak_mb": driver_peak / 2**20, "worker_peak_mb": worker_peak / 2**20, "workers": worker_count,
+            "java_peak_mb": java_peak / 2**20, "groups": groups, "largest": largest}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--documents", type=int, nargs="+", default=[100_000, 1_000_000])
-    parser.add_argument("--runner", default="local-multiprocess")
+    parser.add_argument("--runner", default="local-multiprocess", help="a preset; flink and spark start a cluster here")
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--child", nargs=2, metavar=("DOCUMENTS", "CONTENDER"), help=argparse.SUPPRESS)
+    parser.add_argument("--settings", default="{}", help=argparse.SUPPRESS)
+    parser.add_argument("--roots", type=int, nargs="*", default=[], help=argparse.SUPPRESS)
     parser.add_argument("--append", type=Path, metavar="FILE", help="also append the report to FILE")
     args = parser.parse_args(argv)
     if args.child:
-        figures = measure(int(args.child[0]), args.runner, args.child[1], args.seed)
+        figures = measure(int(args.child[0]), args.runner, args.child[1], args.seed, json.loads(args.settings),
+                          args.roots)
         print("RESULT " + json.dumps(figures), flush=True)
         return 0
     from common import child_result, machine_description, markdown_table, publish
 
     machine = machine_description()
-    rows = []
-    for documents in args.documents:
-        for contender, label in (("star", "StarComponents (10 rounds)"), ("gbk", "one GroupByKey of the rows")):
-            command = [sys.executable, __file__, "--child", str(documents), contender, "--runner", args.runner,
-                       "--seed", str(args.seed)]
-            figures = child_result(command, f"{contender} at {documents:,} documents")
-            rows.append([f"{documents:,}", label, f"{figures['wall']:.0f}", f"{figures['cpu']:.0f}",
-                         f"{figures['driver_peak_mb']:,.0f}", f"{figures['worker_peak_mb']:,.0f}",
-                         f"{figures['groups']:,}", f"{figures['largest']:,}"])
-    table = markdown_table(["documents", "what runs", "wall s", "CPU s", "driver peak MB", "largest worker peak MB",
+    with ExitStack() as services:
+        settings, roots, where = cluster(args.runner, services)
+        rows = []
+        for documents in args.documents:
+            for contender, label in (("star", "StarComponents (10 rounds)"), ("gbk", "one GroupByKey of the rows")):
+                command = [sys.executable, __file__, "--child", str(documents), contender, "--runner", args.runner,
+                           "--seed", str(args.seed), "--settings", json.dumps(settings),
+                           "--roots", *map(str, roots)]
+                figures = child_result(command, f"{contender} at {documents:,} documents")
+                rows.append([f"{documents:,}", label, f"{figures['wall']:.0f}", f"{figures['cpu']:.0f}",
+                             f"{figures['driver_peak_mb']:,.0f}", figures["workers"], f"{figures['worker_peak_mb']:,.0f}",
+                             *([f"{figures['java_peak_mb']:,.0f}"] if roots else []),
+                             f"{figures['groups']:,}", f"{figures['largest']:,}"])
+    table = markdown_table(["documents", "what runs", "wall s", "CPU s", "driver peak MB", "SDK workers",
+                            "largest worker peak MB",
+                            *(["Java processes' peak MB"] if roots else []),
                             "components / ids", "largest component / degree"], rows)
-    publish(__file__, f"""Runner: {args.runner}. Graph: {GROUPED:.0%} of the documents drawn into groups of 2–6 (with repeats, so
+    cpu = " CPU counts the driver and the processes it started (Beam's job server), not the cluster's." if roots else ""
+    publish(__file__, f"""Runner: {where}. Graph: {GROUPED:.0%} of the documents drawn into groups of 2–6 (with repeats, so
 groups join into larger components) and a tree of {GIANT:.0%} more; generated in the pipeline, {SHARD:,}
-documents a shard. The worker peaks include the worker's own start (about 200 MB).
+documents a shard. The worker peaks include the worker's own start (about 200 MB).{cpu}
 
 {table}
 """, args.append, machine)
     return 0
+
+
+def cluster(runner: str, services: ExitStack) -> tuple[dict, list[int], str]:
+    """For ``flink`` and ``spark``: start that engine's cluster and an SDK worker
+    pool (stopped with ``services``); the preset's settings, the processes below
+    which workers and the engine run, and a description. Other runners: none."""
+    if runner not in ("flink", "spark"):
+        return {}, [], runner
+    from beam_curator.runners import WorkerPool
+    from beam_curator.runners.engines import FlinkCluster, SparkCluster
+
+    engine = services.enter_context(FlinkCluster() if runner == "flink" else SparkCluster())
+    pool = services.enter_context(WorkerPool(pythonpath=[str(Path(__file__).resolve().parent)]))
+    if runner == "flink":
+        daemons = [engine.jobmanager, engine.taskmanager]
+        where = f"a Flink cluster (one TaskManager, {engine.slots} slots, {engine.taskmanager_memory})"
+    else:
+        daemons = [engine.master_daemon, engine.worker]
+        where = f"a Spark standalone cluster (one worker, {engine.cores} cores, {engine.memory})"
+    return ({**engine.settings(), **pool.settings()}, [pool.process.pid, *(d.pid for d in daemons)],
+            f"{where}, SDK workers from a worker pool")
 
 
 if __name__ == "__main__":
