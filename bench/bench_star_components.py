@@ -11,14 +11,16 @@ the driver nor a worker ever holds it whole.
 Each size runs in a process of its own on the ``--runner`` (default
 local-multiprocess: two SDK worker processes, the driver running Beam's
 FnApiRunner; ``flink`` and ``spark``: a standalone cluster of that engine with
-two slots / cores, started here, sending its work to an SDK worker pool), twice: ``StarComponents`` with FuzzyDedup's default 10 rounds,
-and, for comparison, one ``GroupByKey`` of the same rows (each edge both ways),
-which is what any grouping of the edges costs on that runner. Reported: wall
-and CPU time (driver and workers), the driver's peak RSS and the largest
-worker's peak RSS (``VmHWM``, which starts afresh when a process starts a program), on a cluster also the
-peak of the Java processes' resident sets together (the engine's daemons and executors and Beam's job
-server, sampled), and what came out: the components and the size of the largest, or the ids grouped and
-the largest degree.
+two slots / cores, started here, sending its work to an SDK worker pool),
+twice: ``StarComponents`` with FuzzyDedup's default 10 rounds, and, for
+comparison, one ``GroupByKey`` of the same rows (each edge both ways), which
+is what any grouping of the edges costs on that runner. Reported: wall and CPU
+time (driver and workers), the driver's peak RSS, how many SDK workers ran and
+the largest one's peak RSS (``VmHWM``, which starts afresh when a process
+starts a program), on a cluster also the peak of the Java processes' resident
+sets together (the engine's daemons and executors and Beam's job server,
+sampled), and what came out: the components and the size of the largest, or
+the ids grouped and the largest degree.
 
     python bench/bench_star_components.py                                   # 100,000 and 1,000,000
     python bench/bench_star_components.py --documents 100000 1000000 10000000 --append BENCHMARKS.md
