@@ -21,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -100,11 +101,22 @@ def final_files(root: Path) -> list[Path]:
                   and ".beam_curator_metadata" not in path.parts)
 
 
+def settled_files(root: Path, timeout: float = 30.0) -> list[Path]:
+    """``final_files`` once no temporary is there, or after ``timeout``. Beam's
+    local runner raises the first failed bundle's error while a bundle on its
+    other thread may still be writing a file, which that bundle then renames or
+    removes; a temporary still there after ``timeout`` was left behind."""
+    deadline = time.monotonic() + timeout
+    while any(path.name.startswith(".tmp-") for path in final_files(root)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return final_files(root)
+
+
 def assert_no_partial_files(root: Path, reference: Path) -> None:
     """No temporary is left, and every file under a final name is complete:
     parquet and JSON parse whole, and a JSON Lines output equals the fresh
     run's file of the same name (a file cut at a line end would still parse)."""
-    for path in final_files(root):
+    for path in settled_files(root):
         assert not path.name.startswith(".tmp-"), f"temporary file left behind: {path}"
         twin = reference / path.relative_to(root)
         if path.suffix == ".parquet":
