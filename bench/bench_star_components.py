@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterable
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -64,7 +65,7 @@ class WorkerPeaks:
     sum of the Java processes' resident sets there, read every 50 ms while the
     pipeline runs."""
 
-    def __init__(self, roots: list[int] = ()) -> None:
+    def __init__(self, roots: Iterable[int] = ()) -> None:
         import psutil
 
         self.processes = [psutil.Process(), *map(psutil.Process, roots)]
