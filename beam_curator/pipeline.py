@@ -2,8 +2,8 @@
 
 ``run_in_order`` checks the steps, builds them into one Beam pipeline and
 runs it; what a run did (``run_summary``), its progress bar and worker watch
-(``run_progress``) and the Dask runner, which has no metrics
-(``run_without_metrics``), live in modules of their own.
+(``run_progress``), and the runs that report no Beam metrics (Dask's, and
+the in-process runner's: ``run_without_metrics``), live in modules of their own.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from beam_curator.errors import RunInterrupted, interrupted, user_error_in
 from beam_curator.logs import progress_shown, silence_library_noise, verbose
 from beam_curator.run_progress import progress_folders, progress_view, start_timeout_for, wait_watched, watching
 from beam_curator.run_summary import RunSummary, summary_from_metrics
-from beam_curator.run_without_metrics import run_without_metrics
+from beam_curator.run_in_process import IN_PROCESS, check_runs_in_process
+from beam_curator.run_without_metrics import Engine, in_process, on_dask, run_without_metrics
 from beam_curator.runners import pipeline_options
 from beam_curator.runners.dask import is_dask
 from beam_curator.stages import ProcessingStage
@@ -117,7 +118,9 @@ def run_in_order(
     checkpoint, which is how the next one knows it is complete. On Dask each
     step runs as a Beam pipeline of its own: its runner gives the root task's
     outputs one bag partition, so a step started from inside a pipeline would
-    run its partitions one after another. Settings as in :meth:`Pipeline.run`.
+    run its partitions one after another. The in-process runner runs each
+    step after the one before, without Beam (``beam_curator.run_in_process``).
+    Settings as in :meth:`Pipeline.run`.
     """
     unchecked = [pipeline.name for pipeline, checkpoint in steps[:-1] if not checkpoint]
     if unchecked or len({pipeline.name for pipeline, _ in steps}) < len(steps):
@@ -126,12 +129,18 @@ def run_in_order(
         )
     check_changed_pipeline(changed_pipeline)
     check_completion(completion, runner)
+    if runner == IN_PROCESS and beam_args:
+        raise ValueError(f"beam_args do not apply to runner {IN_PROCESS!r}, which runs no Beam pipeline "
+                         f"(given: {' '.join(beam_args)}); drop them or choose a Beam runner")
     options = pipeline_options(runner, [*runner_flags(completion, runner, beam_args), *(beam_args or [])],
                                **runner_settings)
+    if runner == IN_PROCESS:
+        for pipeline, _ in steps:
+            check_runs_in_process(pipeline.name, flatten_stages(list(pipeline.stages)))
     silence_library_noise()
     with _reported(steps, map_size):
-        return _run_steps(steps, options, progress, worker_start_timeout, map_size, completion, changed_pipeline,
-                          runner_settings)
+        return _run_steps(steps, runner, options, progress, worker_start_timeout, map_size, completion,
+                          changed_pipeline, runner_settings)
 
 
 @contextmanager
@@ -167,15 +176,17 @@ def _interrupted(steps: list[tuple[Pipeline, str | None]], map_size: int) -> str
 
 
 def _run_steps(
-    steps: list[tuple[Pipeline, str | None]], options: PipelineOptions, progress: bool | None,
+    steps: list[tuple[Pipeline, str | None]], runner_name: str | None, options: PipelineOptions, progress: bool | None,
     worker_start_timeout: float | None, map_size: int, completion: str, changed_pipeline: str | None,
     runner_settings: dict[str, object],
 ) -> list[RunSummary]:
     shown = progress_shown() if progress is None else progress
     with progress_folders([checkpoint for _, checkpoint in steps]) as folders:
+        if runner_name == IN_PROCESS:
+            return _run_each_alone(steps, folders, in_process, shown, map_size, completion, changed_pipeline)
         if is_dask(options):
             check_completion(completion, "dask")  # chosen by beam_args
-            return _run_on_dask(steps, folders, options, shown, map_size, completion, changed_pipeline)
+            return _run_each_alone(steps, folders, on_dask(options), shown, map_size, completion, changed_pipeline)
         started = time.monotonic()
         beam_pipeline = beam.Pipeline(options=options)
         views, previous = [], None
@@ -203,13 +214,13 @@ def _run_steps(
     return summaries
 
 
-def _run_on_dask(
-    steps: list[tuple[Pipeline, str | None]], folders: list[str], options: PipelineOptions, shown: bool,
+def _run_each_alone(
+    steps: list[tuple[Pipeline, str | None]], folders: list[str], engine: Engine, shown: bool,
     map_size: int, completion: str, changed_pipeline: str | None,
 ) -> list[RunSummary]:
-    """Each step as a Beam pipeline of its own, one after another (see
-    ``run_in_order``); every step's refusals are made before the first runs,
-    so that a later step's refusal costs no earlier step's work."""
+    """Each step run on its own by ``engine`` (Dask: as a Beam pipeline of its own; in-process), one
+    after another (see ``run_in_order``); every step's refusals are made before the first runs, so
+    that a later step's refusal costs no earlier step's work."""
     transforms = [CuratorStages(pipeline.stages, checkpoint, map_size=map_size, progress_folder=folder,
                                 list_in_driver=True, completion=completion, changed_pipeline=changed_pipeline)
                   for (pipeline, checkpoint), folder in zip(steps, folders)]
@@ -220,6 +231,6 @@ def _run_on_dask(
         if summaries and not summaries[-1].complete:
             summaries.append(RunSummary(started=False))
             continue
-        summaries.append(run_without_metrics(pipeline.name, transform, folder, options, shown))
+        summaries.append(run_without_metrics(pipeline.name, transform, folder, engine, shown))
         logger.debug("pipeline %s finished: %s", pipeline.name, summaries[-1])
     return summaries

@@ -1,9 +1,11 @@
-"""Running one chain on Dask, whose Beam runner reports no metrics.
+"""Running one chain where no Beam job reports metrics: on Dask, whose Beam
+runner reports none, and on the in-process runner, which runs no Beam job
+(it keeps the stages' counters itself).
 
-Its summary is counted in the driver instead: pending and skipped come from
+The summary is counted in the driver instead: pending and skipped come from
 the listing made there before the run, completed from the checkpoint after
 it, and every pending partition the checkpoint does not hold counts as
-incomplete. Each chain runs as a Beam pipeline of its own (see
+incomplete. Each chain runs on its own, one after another (see
 ``run_in_order``).
 """
 
@@ -11,29 +13,56 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Callable
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from beam_curator.run_in_process import run_in_process
 from beam_curator.run_progress import progress_view, watching
 from beam_curator.run_summary import RunSummary
 from beam_curator.runners.dask import run_on_dask
 from beam_curator.stages.lineage import source_key
 from beam_curator.transforms import CuratorStages
 
+# Lists a chain's partitions (``CuratorStages.listing``) and returns what runs them, which returns the
+# stages' counters where it has them.
+Engine = Callable[[str, CuratorStages], Callable[[], dict[str, int]]]
 
-def run_without_metrics(name: str, transform: CuratorStages, folder: str, options: PipelineOptions,
+
+def on_dask(options: PipelineOptions) -> Engine:
+    """The chain as a Beam pipeline of its own on Dask; applying it lists its partitions."""
+
+    def prepare(name: str, transform: CuratorStages) -> Callable[[], dict[str, int]]:
+        beam_pipeline = beam.Pipeline(options=options)
+        _ = beam_pipeline | name >> transform
+        store = transform.store
+
+        def run() -> dict[str, int]:
+            run_on_dask(beam_pipeline, os.path.dirname(store.metadata_dir) if store is not None else None)
+            return {}
+
+        return run
+
+    return prepare
+
+
+def in_process(name: str, transform: CuratorStages) -> Callable[[], dict[str, int]]:
+    """The chain run in this process (``beam_curator.run_in_process``)."""
+    transform.list_pending(name)
+    return lambda: run_in_process(transform)
+
+
+def run_without_metrics(name: str, transform: CuratorStages, folder: str, engine: Engine,
                         shown: bool) -> RunSummary:
-    """Run ``transform`` (built with ``list_in_driver``, its workers recording
-    progress in ``folder``) as the chain ``name`` on Dask and count its
+    """Run ``transform`` (built with ``list_in_driver``, its stages recording
+    progress in ``folder``) as the chain ``name`` on ``engine`` and count its
     summary in the driver. Nothing pending: nothing to start."""
-    beam_pipeline = beam.Pipeline(options=options)
-    _ = beam_pipeline | name >> transform
+    run = engine(name, transform)
     with watching([progress_view(name, transform, folder)], shown):
         started = time.monotonic()
         listing, store = transform.listing, transform.store
-        if listing.pending:
-            run_on_dask(beam_pipeline, os.path.dirname(store.metadata_dir) if store is not None else None)
+        counters = run() if listing.pending else {}
         pending = {source_key(task) for task in listing.pending}
         completed = len(pending & store.completed()) if store is not None else 0
         return RunSummary(
@@ -42,5 +71,6 @@ def run_without_metrics(name: str, transform: CuratorStages, folder: str, option
             partitions_completed=completed,
             partitions_changed=listing.changed,
             partitions_incomplete=len(pending) - completed if store is not None else 0,
+            counters=counters,
             seconds=time.monotonic() - started,
         )

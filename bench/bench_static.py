@@ -11,8 +11,9 @@ the same static model, on the Debian corpus, in one run.
    least one such partner. Recall and precision of the static model's sets
    against the full model's, at each ``--eps``.
 2. End to end: ``TextSemanticDeduplicationWorkflow`` with
-   ``embedding_backend="static"`` (all defaults: 100 clusters, the local
-   runner) from JSONL files to the clean output, at each ``--sizes`` N (the
+   ``embedding_backend="static"`` (all defaults: 100 clusters) on each of
+   ``--runners`` (the default, ``local``, and ``in-process``, which runs no
+   Beam pipeline) from JSONL files to the clean output, at each ``--sizes`` N (the
    first N documents, ``--docs-per-file`` per file), wall and CPU seconds of
    ``run()`` in this process, after its imports (torch's included);
    distillation is done before and not counted (cached).
@@ -116,12 +117,12 @@ def write_inputs(records: list[dict], folder: Path, per_file: int) -> None:
 
 
 def run_ours(records: list[dict], model: Path, eps: float, work: Path, per_file: int,
-             cross_cluster: bool = False, n_clusters: int = 100) -> tuple[set[int], dict, object]:
+             cross_cluster: bool = False, n_clusters: int = 100, runner: str = "local") -> tuple[set[int], dict, object]:
     write_inputs(records, work / "input", per_file)
     workflow = TextSemanticDeduplicationWorkflow(
         str(work / "input"), str(work / "output"), str(work / "cache"), input_filetype="jsonl", id_field=ID,
         embedding_backend="static", model_identifier=str(model), eps=eps, cross_cluster=cross_cluster,
-        n_clusters=n_clusters, verbose=False)
+        n_clusters=n_clusters, verbose=False, runner=runner)
     meta, timing = timed(lambda: workflow.run().metadata)
     removed = set(pq.read_table(work / "output" / "duplicate_pairs").column("id").to_pylist())
     return removed, meta, timing
@@ -159,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also run ours with cross_cluster=True (the second-nearest cluster searched too)")
     parser.add_argument("--n-clusters", type=int, nargs="+", default=[100],
                         help="n_clusters of the cross-cluster runs (the plain run keeps the default, 100)")
+    parser.add_argument("--runners", nargs="+", default=["local", "in-process"],
+                        help="runners ours runs on, each at every N (local: the default)")
     parser.add_argument("--data", type=Path, help="path to debian-package-descriptions.jsonl.gz")
     parser.add_argument("--workdir", type=Path, help="where inputs and outputs go (default: a temporary folder)")
     add_append_argument(parser)
@@ -181,11 +184,16 @@ def main(argv: list[str] | None = None) -> int:
     reference = full_pairs.get(args.e2e_eps) if args.e2e_eps in full_pairs else \
         similar_pairs(unit(full.vectors), [args.e2e_eps])[args.e2e_eps]
     for n in sorted({args.sample, *args.sizes}):  # the sample's own size too: the one N judged against the full model
-        runs = {"beam-curator": run_ours(records[:n], model, args.e2e_eps, work / f"ours-{n}", args.docs_per_file)}
-        for k in args.n_clusters if args.cross_cluster else []:
-            runs[f"beam-curator, cross-cluster, {k} clusters"] = run_ours(
-                records[:n], model, args.e2e_eps, work / f"ours-cross-{k}-{n}", args.docs_per_file,
-                cross_cluster=True, n_clusters=k)
+        runs = {}
+        for runner in args.runners:
+            runs[f"beam-curator ({runner})"] = run_ours(records[:n], model, args.e2e_eps, work / f"ours-{n}",
+                                                        args.docs_per_file, runner=runner)
+            shutil.rmtree(work / f"ours-{n}")
+            for k in args.n_clusters if args.cross_cluster else []:
+                runs[f"beam-curator ({runner}), cross-cluster, {k} clusters"] = run_ours(
+                    records[:n], model, args.e2e_eps, work / f"ours-cross-{k}-{n}", args.docs_per_file,
+                    cross_cluster=True, n_clusters=k, runner=runner)
+                shutil.rmtree(work / f"ours-cross-{k}-{n}")
         theirs, their_time = run_semhash(records[:n], model, args.e2e_eps)
         in_sample = n <= args.sample
         pairs = {pair for pair in reference if pair[1] < n} if in_sample else set()
@@ -199,8 +207,6 @@ def main(argv: list[str] | None = None) -> int:
                          " / ".join(f"{meta.get(key) or 0:.1f}" for key in
                                     ("embedding_time", "kmeans_time", "pairwise_time", "removal_time")),
                          "", "", "", "", ""])
-        for folder in [f"ours-{n}", *(f"ours-cross-{k}-{n}" for k in args.n_clusters)]:
-            shutil.rmtree(work / folder, ignore_errors=True)
 
     body = f"""Static model: all-MiniLM-L6-v2 distilled by model2vec {__import__('model2vec').__version__} with PCA to
 {args.pca_dims} dimensions ({distilling.wall:.1f} s now: {'a cache hit' if distilling.wall < 5 else 'distilled'}).
@@ -212,7 +218,7 @@ Static against the full model on the first {args.sample:,} documents, exact all-
 {quality_table}
 
 End to end at eps {args.e2e_eps:g} (ours: the text workflow with every default and `embedding_backend="static"`,
-JSONL in, clean JSONL out; SemHash: `from_records` + `self_deduplicate(threshold={1 - args.e2e_eps:g})`,
+JSONL in, clean JSONL out, on the runner named: `local` is the default, `in-process` runs no Beam pipeline; SemHash: `from_records` + `self_deduplicate(threshold={1 - args.e2e_eps:g})`,
 records in memory, nothing written). Seconds of the call (ours `run()`; SemHash loading the model, then
 deduplicating), wall and CPU, in one process after its imports. Recall: the full model's
 duplicate pairs with a member removed; precision: removed documents that have a full-model partner (both only

@@ -32,11 +32,11 @@ FILES = 8
 DELAY = 0.4  # seconds per partition: long enough to interrupt between partitions
 
 
-def command(tmp_path: Path, log_name: str) -> list[str]:
+def command(tmp_path: Path, log_name: str, runner: str = "local") -> list[str]:
     return [
         sys.executable, str(SCRIPTS_DIR / "resume_pipeline.py"),
         str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "ckpt"),
-        "--log", str(tmp_path / log_name), "--delay", str(DELAY),
+        "--log", str(tmp_path / log_name), "--delay", str(DELAY), "--runner", runner,
     ]
 
 
@@ -61,9 +61,10 @@ def called_partitions(log: Path) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("runner", ["local", "in-process"])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
 def test_rerun_after_interrupt_does_only_the_rest_and_matches_an_uninterrupted_run(
-    sig: signal.Signals, tmp_path: Path,
+    sig: signal.Signals, runner: str, tmp_path: Path,
 ) -> None:
     input_dir = write_corpus(tmp_path / "in", FILES)
     every = {source_id([file]) for file in input_dir.glob("*.jsonl")}
@@ -72,13 +73,13 @@ def test_rerun_after_interrupt_does_only_the_rest_and_matches_an_uninterrupted_r
 
     console = tmp_path / "first.out"
     with console.open("w") as sink:  # a file, not a pipe nobody reads, which could fill and block the run
-        first = subprocess.Popen(command(tmp_path, "first.log"), stdout=sink, stderr=subprocess.STDOUT)
+        first = subprocess.Popen(command(tmp_path, "first.log", runner), stdout=sink, stderr=subprocess.STDOUT)
         interrupt_when_output_appears(first, tmp_path / "out", sig, console)
     marked = open_store(str(tmp_path / "ckpt")).completed()
     assert marked and marked < every, f"expected an interrupted run, {len(marked)} of {FILES} partitions marked"
     assert marked <= set(called_partitions(tmp_path / "first.log"))
 
-    second = subprocess.run(command(tmp_path, "second.log"), capture_output=True, text=True, timeout=120)
+    second = subprocess.run(command(tmp_path, "second.log", runner), capture_output=True, text=True, timeout=120)
     assert second.returncode == 0, second.stderr[-3000:]
     summary = json.loads(second.stdout.strip().splitlines()[-1])
     assert summary == {"pending": FILES - len(marked), "skipped": len(marked), "completed": FILES - len(marked)}
@@ -97,7 +98,7 @@ def test_rerun_after_interrupt_does_only_the_rest_and_matches_an_uninterrupted_r
 
 
 @pytest.mark.parametrize("runner, settings", [
-    ("local", {}), ("local-multiprocess", {"num_workers": 2}), ("dask", {"num_workers": 2}),
+    ("local", {}), ("local-multiprocess", {"num_workers": 2}), ("dask", {"num_workers": 2}), ("in-process", {}),
 ])
 def test_ctrl_c_ends_the_run_with_one_line_and_exit_130(runner: str, settings: dict, tmp_path: Path) -> None:
     """A terminal's Ctrl-C reaches the whole process group (the driver, its
@@ -107,7 +108,7 @@ def test_ctrl_c_ends_the_run_with_one_line_and_exit_130(runner: str, settings: d
     input_dir = write_corpus(tmp_path / "in", FILES)
     reference_dir = tmp_path / "reference"
     resume_pipeline(str(input_dir), str(reference_dir), str(tmp_path / "reference.log"), 0).run(runner="local")
-    run = [*command(tmp_path, "first.log"), "--runner", runner, "--settings", json.dumps(settings)]
+    run = [*command(tmp_path, "first.log", runner), "--settings", json.dumps(settings)]
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SCRIPTS_DIR), os.environ.get("PYTHONPATH", "")])}
     errors = tmp_path / "stderr.txt"
     with errors.open("w") as stderr:

@@ -64,6 +64,7 @@ def snapshot(folder: Path) -> dict[str, int]:
     ("local", {"num_workers": 2}),  # threads of this process
     ("local-multiprocess", {"num_workers": 2}),
     ("portable", {}),
+    ("in-process", {}),  # no Beam pipeline: the same DoFns in this thread
 ])
 def test_runner_writes_the_same_rows_and_a_rerun_skips_everything(
     runner: str, settings: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -115,12 +116,13 @@ class MergeBatches(ProcessingStage):
         return [DocumentBatch(data=pa.concat_tables([task.to_pyarrow() for task in tasks]))]
 
 
-def test_a_batch_stage_merging_partitions_marks_every_one_of_them(tmp_path: Path) -> None:
+@pytest.mark.parametrize("runner", ["local", "in-process"])
+def test_a_batch_stage_merging_partitions_marks_every_one_of_them(runner: str, tmp_path: Path) -> None:
     input_dir = write_corpus(tmp_path / "in", FILES)
     _, _, partitions = expectations(input_dir)
     summary = Pipeline("merge", stages=[
         JsonlReader(str(input_dir)), MergeBatches(), JsonlWriter(str(tmp_path / "out")),
-    ]).run(checkpoint_path=str(tmp_path / "ckpt"), runner="local")
+    ]).run(checkpoint_path=str(tmp_path / "ckpt"), runner=runner)
     assert summary.partitions_completed == FILES
     assert open_store(str(tmp_path / "ckpt")).completed() == partitions
     lines = [line for file in input_dir.glob("*.jsonl") for line in file.read_text().splitlines()]

@@ -41,13 +41,13 @@ def count_beam_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return runs
 
 
-@pytest.mark.parametrize("runner", ["local", "local-multiprocess", "dask"])
+@pytest.mark.parametrize("runner", ["local", "local-multiprocess", "dask", "in-process"])
 def test_the_second_step_reads_all_the_first_wrote(
     runner: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
     worker_pythonpath: None,
 ) -> None:
     settings = {
-        "local": {}, "local-multiprocess": {"num_workers": 2},
+        "local": {}, "local-multiprocess": {"num_workers": 2}, "in-process": {},
         "dask": {"dask_address": request.getfixturevalue("dask_cluster").scheduler_address} if runner == "dask" else {},
     }[runner]
     runs = count_beam_runs(monkeypatch)
@@ -55,13 +55,15 @@ def test_the_second_step_reads_all_the_first_wrote(
     assert (first.partitions_pending, first.partitions_completed) == (PARTITIONS, PARTITIONS)
     assert (second.partitions_pending, second.partitions_completed) == (PARTITIONS, PARTITIONS)
     assert len(written_records(tmp_path / "out")) == len(written_records(tmp_path / "input"))
-    if runner != "dask":  # where each step is a Beam pipeline of its own (see run_in_order)
+    if runner == "in-process":
+        assert not runs, "no Beam pipeline at all"
+    elif runner != "dask":  # where each step is a Beam pipeline of its own (see run_in_order)
         assert len(runs) == 1, "one Beam pipeline for both steps"
     again = run_in_order(two_steps(tmp_path, min_length=0), runner, **settings)
     assert [(s.partitions_pending, s.partitions_skipped) for s in again] == [(0, PARTITIONS), (0, PARTITIONS)]
 
 
-@pytest.mark.parametrize("runner", ["local", "local-multiprocess"])
+@pytest.mark.parametrize("runner", ["local", "local-multiprocess", "in-process"])
 def test_a_first_step_with_a_failed_partition_keeps_the_second_from_starting(
     runner: str, tmp_path: Path, worker_pythonpath: None,
 ) -> None:

@@ -113,6 +113,8 @@ class CuratorStages(beam.PTransform):
         self.changed_pipeline = check_changed_pipeline(changed_pipeline)
         self.stages = flatten_stages(list(stages))
         self.source, self.sink = locate_source_and_sink(self.stages)
+        if isinstance(self.stages[self.sink], TransformStage):
+            raise PipelineDefinitionError(f"{self.stages[self.sink].stage_name} is a transform stage and cannot be the sink")
         if list_in_driver and self.source != 0:
             raise PipelineDefinitionError(
                 f"partitions can be listed in the driver only when the source is the first stage, "
@@ -155,35 +157,44 @@ class CuratorStages(beam.PTransform):
             if self.changed_pipeline:
                 check_same_pipeline(name or self.label, self.stages, self.store, self.changed_pipeline == "keep")
 
+    def list_pending(self, name: str | None = None) -> SourceListing:
+        """Under ``list_in_driver``, what ``expand`` does first, here: the
+        refusals (naming the chain ``name``), the checkpoint read, and the
+        source run, its listing kept in ``listing``. An engine that runs the
+        stages without Beam (``beam_curator.run_in_process``) calls it alone."""
+        if not self.list_in_driver:
+            raise PipelineDefinitionError("partitions are listed in the driver only with list_in_driver=True")
+        completed, started = self._start(name)
+        self.listing = list_sources(SourceDoFn(self.stages[0], completed, started, self.store, self.progress_folder))
+        return self.listing
+
+    def _start(self, name: str | None = None) -> tuple[set[str], dict[str, dict]]:
+        self.refuse(name)
+        return self._checked_snapshot() if self.store is not None else (set(), {})
+
     def expand(self, pcoll):
-        self.refuse()
-        completed: set[str] = set()
-        started: dict[str, dict] = {}
-        if self.store is not None:
-            completed, started = self._checked_snapshot()
         if self.list_in_driver:
             if not isinstance(pcoll, PBegin):
                 raise PipelineDefinitionError("partitions can be listed in the driver only at the pipeline's start")
-            self.listing = list_sources(SourceDoFn(self.stages[0], completed, started, self.store, self.progress_folder))
+            self.list_pending()
             pcoll = pcoll | f"{self.label_prefix}00-{self.stages[0].stage_name}" >> beam.Create(self.listing.pending)
-        elif isinstance(pcoll, PBegin):
-            pcoll = pcoll | f"{self.label_prefix}Root" >> beam.Create([EmptyTask()])
+            source = None  # it ran here
+        else:
+            source = SourceDoFn(self.stages[self.source], *self._start(), self.store, self.progress_folder)
+            if isinstance(pcoll, PBegin):
+                pcoll = pcoll | f"{self.label_prefix}Root" >> beam.Create([EmptyTask()])
         stateful = self.store is not None and self.completion == "stateful"
         credits: list[beam.PCollection] = []
         for index, stage in enumerate(self.stages):
             label = f"{self.label_prefix}{index:02d}-{stage.stage_name}"
             if index == self.source:
-                if not self.list_in_driver:
-                    pcoll = pcoll | label >> beam.ParDo(
-                        SourceDoFn(stage, completed, started, self.store, self.progress_folder)
-                    )
+                if source is not None:
+                    pcoll = pcoll | label >> beam.ParDo(source)
                 # Spread partitions over workers: the root is a single element.
                 pcoll = pcoll | f"{label}-Distribute" >> beam.Reshuffle()
                 self.pending_keys = pcoll | f"{label}-Keys" >> beam.Map(source_key)
                 continue
             if isinstance(stage, TransformStage):
-                if index == self.sink:
-                    raise PipelineDefinitionError(f"{stage.stage_name} is a transform stage and cannot be the sink")
                 pcoll = apply_transform_stage(pcoll, stage, label)
                 continue
             tracked = self.store if self.source < index <= self.sink else None

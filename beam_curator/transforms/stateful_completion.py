@@ -51,6 +51,11 @@ def check_completion(completion: str, runner: str | None = None) -> str:
             "completion='stateful' cannot run on Dask: Beam's DaskRunner has no state API (its stateful DoFns "
             "fail on their first element); use completion='fused', which marks partitions as they finish there"
         )
+    if completion == "stateful" and runner == "in-process":
+        raise ValueError(
+            "completion='stateful' needs a Beam runner's state API, and runner 'in-process' runs no Beam pipeline; "
+            "use completion='fused', which marks partitions as they finish there too"
+        )
     return completion
 
 
