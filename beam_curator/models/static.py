@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from beam_curator.models.base import EmbeddingModelHandler, EmbeddingOptions, loading_model
+from beam_curator.models.base import EmbeddingModelHandler, EmbeddingOptions
 from beam_curator.models.distill import TABLE_DTYPE, distill_static_model, static_model_folder
 from beam_curator.models.resolve import DEFAULT_MODEL
 
@@ -65,5 +65,6 @@ class StaticEmbeddingHandler(EmbeddingModelHandler[StaticEmbedder]):
 
     def load_model(self) -> StaticEmbedder:
         folder = static_model_folder(self._model_identifier, self._model_cache_dir, self._distill_cache_dir)
-        with loading_model():
-            return StaticEmbedder(folder)
+        # Not under ``loading_model``: model2vec loads a local folder without transformers or torchvision, and
+        # importing transformers to hush its bars cost a second, a third of a run of 10,000 documents.
+        return StaticEmbedder(folder)
