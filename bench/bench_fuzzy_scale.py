@@ -59,7 +59,6 @@ import os
 import re
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -411,13 +410,10 @@ def lsh_bound(args: argparse.Namespace) -> dict:
 
 
 def run_child(arguments: list[str], what: str) -> dict:
-    command = [sys.executable, __file__, "--child", *arguments]
+    from common import child_result
+
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    if done.returncode or not lines:
-        raise SystemExit(f"{what} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
-    return json.loads(lines[-1][len("RESULT "):])
+    return child_result([sys.executable, __file__, "--child", *arguments], what, env=env)
 
 
 def detection_probability(similarity: np.ndarray) -> np.ndarray:

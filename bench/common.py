@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import resource
 import statistics
 import subprocess
@@ -71,12 +72,20 @@ def machine_description() -> str:
 
 def child_result(command: list[str], what: str, **run: object) -> dict:
     """Run a measuring child process; its last ``RESULT <json>`` line of stdout,
-    or exit naming ``what`` failed, with the end of its stderr."""
+    or exit naming ``what`` failed, with the end of its stderr (see ``error_tail``)."""
     done = subprocess.run(command, capture_output=True, text=True, **run)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode or not lines:
-        raise SystemExit(f"{what} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
+        raise SystemExit(f"{what} failed (exit {done.returncode}):\n{error_tail(done.stderr)}")
     return json.loads(lines[-1][len("RESULT "):])
+
+
+def error_tail(stderr: str, chars: int = 4000) -> str:
+    """The end of a child's stderr without Java stack frames: a cluster's error relayed by Beam ends in
+    hundreds of them, which pushed the error's own lines out of the end (a Spark run at 10M said only
+    where it failed, not what)."""
+    kept = [line for line in stderr.splitlines() if not re.match(r"\s+(at |\.\.\. \d+ more)", line)]
+    return "\n".join(kept)[-chars:]
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]], align: str | None = None) -> str:
