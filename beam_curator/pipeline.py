@@ -21,9 +21,10 @@ from beam_curator.errors import RunInterrupted, interrupted, user_error_in
 from beam_curator.logs import progress_shown, silence_library_noise, verbose
 from beam_curator.run_progress import progress_folders, progress_view, start_timeout_for, wait_watched, watching
 from beam_curator.run_summary import RunSummary, summary_from_metrics
-from beam_curator.run_in_process import IN_PROCESS, check_runs_in_process
+from beam_curator.run_in_process import check_runs_in_process
 from beam_curator.run_without_metrics import Engine, in_process, on_dask, run_without_metrics
 from beam_curator.runners import pipeline_options
+from beam_curator.runners.options import IN_PROCESS
 from beam_curator.runners.dask import is_dask
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.base import flatten_stages
@@ -129,9 +130,6 @@ def run_in_order(
         )
     check_changed_pipeline(changed_pipeline)
     check_completion(completion, runner)
-    if runner == IN_PROCESS and beam_args:
-        raise ValueError(f"beam_args do not apply to runner {IN_PROCESS!r}, which runs no Beam pipeline "
-                         f"(given: {' '.join(beam_args)}); drop them or choose a Beam runner")
     options = pipeline_options(runner, [*runner_flags(completion, runner, beam_args), *(beam_args or [])],
                                **runner_settings)
     if runner == IN_PROCESS:

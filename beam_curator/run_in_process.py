@@ -28,14 +28,12 @@ from apache_beam.metrics.execution import MetricsContainer
 from apache_beam.runners.worker import statesampler
 from apache_beam.utils.counters import CounterFactory
 
+from beam_curator.runners.options import IN_PROCESS
 from beam_curator.stages import ProcessingStage
 from beam_curator.tasks import Task
 from beam_curator.transforms import CuratorStages, PipelineDefinitionError
 from beam_curator.transforms.stage_dofns import BatchStageDoFn, StageDoFn
 from beam_curator.transforms.transform_stage import TransformStage
-
-IN_PROCESS = "in-process"
-
 
 def check_runs_in_process(name: str, stages: list[ProcessingStage]) -> None:
     """Refuse, before anything runs, a chain with a stage that only Beam can run."""

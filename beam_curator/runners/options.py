@@ -26,7 +26,8 @@ from beam_curator.runners.job_server import JOB_SERVERS, job_server_jar, require
 from beam_curator.runners.local_workers import LocalMultiProcessRunner
 from beam_curator.runners.services import answers
 
-RUNNERS = ("local", "local-multiprocess", "portable", "flink", "spark", "dask", "in-process")
+IN_PROCESS = "in-process"  # runs no Beam pipeline: beam_curator.run_in_process
+RUNNERS = ("local", "local-multiprocess", "portable", "flink", "spark", "dask", IN_PROCESS)
 ENVIRONMENT_TYPES = ("LOOPBACK", "EXTERNAL", "PROCESS", "DOCKER")
 
 _ENVIRONMENT = {"num_workers", "environment_type", "environment_config"}
@@ -38,7 +39,7 @@ SETTINGS: dict[str, frozenset[str]] = {
                                        "parallelism"}),
     "spark": frozenset(_ENVIRONMENT | {"job_endpoint", "spark_master_url", "spark_job_server_jar"}),
     "dask": frozenset({"dask_address", "num_workers"}),
-    "in-process": frozenset(),
+    IN_PROCESS: frozenset(),
 }
 _HOST_PORT = re.compile(r"^[\w.\-\[\]:]+:\d+$")
 
@@ -212,8 +213,8 @@ def runner_args(
     _check_settings(runner, settings)
     if num_workers is not None and int(num_workers) < 1:
         raise ValueError(f"num_workers must be at least 1, not {num_workers}")
-    if runner == "in-process":
-        return []  # no Beam pipeline runs (beam_curator.run_in_process)
+    if runner == IN_PROCESS:
+        return []
     if runner == "local":
         # Threads of this process, each running bundles: stages that spend their time in Arrow,
         # numpy or torch (which release the GIL) use that many cores, and a task's reads and
@@ -268,8 +269,12 @@ def pipeline_options(runner: str | None = "local", beam_args: list[str] | None =
 
     SDK workers log at :func:`beam_curator.logs.worker_log_level` (WARNING
     unless logging was set up verbose): at INFO, every worker process of a
-    multi-process run reports each bundle it starts.
+    multi-process run reports each bundle it starts. Raw flags for the
+    in-process runner, which runs no Beam pipeline, are an error, not ignored.
     """
+    if runner == IN_PROCESS and beam_args:
+        raise ValueError(f"beam_args do not apply to runner {IN_PROCESS!r}, which runs no Beam pipeline "
+                         f"(given: {' '.join(beam_args)}); drop them or choose a Beam runner")
     args = runner_args(runner, **preset) if runner else []
     quiet_workers = f"--default_sdk_harness_log_level={worker_log_level()}"
     return PipelineOptions([quiet_workers, *args, *(beam_args or [])])

@@ -114,7 +114,9 @@ class CuratorStages(beam.PTransform):
         self.stages = flatten_stages(list(stages))
         self.source, self.sink = locate_source_and_sink(self.stages)
         if isinstance(self.stages[self.sink], TransformStage):
-            raise PipelineDefinitionError(f"{self.stages[self.sink].stage_name} is a transform stage and cannot be the sink")
+            raise PipelineDefinitionError(
+                f"{self.stages[self.sink].stage_name} is a transform stage and cannot be the sink"
+            )
         if list_in_driver and self.source != 0:
             raise PipelineDefinitionError(
                 f"partitions can be listed in the driver only when the source is the first stage, "
