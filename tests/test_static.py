@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -67,6 +68,17 @@ def test_the_static_handler_gives_unit_vectors_equal_for_equal_texts(distilled) 
     assert similarity[0, 2] == pytest.approx(1.0, abs=1e-3)
     assert similarity[0, 1] > 0.8 > similarity[0, 3]
     assert not handler.share_model_across_processes(), "a static model is small: one per worker process"
+
+
+def test_loading_a_static_model_leaves_transformers_unimported(distilled) -> None:
+    """model2vec reads a local folder without transformers; importing it (to hush its progress bars, as the
+    transformer engines' loads do) cost a second of every static run."""
+    code = ("import sys; from beam_curator.models.static import StaticEmbeddingHandler; "
+            f"StaticEmbeddingHandler({str(distilled)!r}).load_model().embed(['a text']); "
+            "print('transformers' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"
 
 
 def test_static_vectors_are_the_float32_mean_of_the_float16_token_vectors(distilled) -> None:
