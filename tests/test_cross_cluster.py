@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from beam_curator.dedup.semantic.cross_cluster import combine_scores, cross_cluster_scores, visited_clusters
 from beam_curator.dedup.semantic.normalize import l2_normalize
 from beam_curator.dedup.semantic.pairwise import identify_duplicates, score_rows, semdedup_cluster_by_keys
-from beam_curator.dedup.semantic.ranking import order_by_keys, rank_keys
+from beam_curator.dedup.semantic.ranking import best_match, order_by_keys, rank_keys
 from beam_curator.dedup.semantic.recall import brute_force_scores, recall_report
 
 
@@ -197,3 +197,21 @@ def test_combine_keeps_the_best_score_and_breaks_ties_by_earlier_match(which, ex
     # Ties: id 1 at 0.9 (keys 0.3 vs 0.7), id 3 at 0.8 (equal keys; ids 9 vs 4 decide).
     assert combined["max_id"].tolist() == expected
     assert combined["cosine_sim_score"].tolist() == pytest.approx([0.9, 0.7, 0.8])
+
+
+@settings(max_examples=200, deadline=None)
+@given(which=st.sampled_from(["hard", "easy", "random"]),
+       matches=st.lists(st.tuples(st.integers(0, 3), st.sampled_from([0.5, 0.75, 1.0]), st.integers(10, 16),
+                                  st.sampled_from([0.25, 0.5])), min_size=1, max_size=12))
+def test_a_combine_of_one_documents_matches_keeps_the_match_combine_scores_keeps(which, matches):
+    """The transform merges each document's matches in a combine, in any grouping; the workflow merges score
+    rows in tables. Few distinct scores and keys, so that ties decide."""
+    rows = combine_scores([score_rows(np.array([m[0] for m in matches]), np.array([m[2] for m in matches]),
+                                      np.array([m[1] for m in matches], np.float32),
+                                      np.array([m[3] for m in matches]))], which).set_index("id")
+    for document in {m[0] for m in matches}:
+        own = [(score, max_id, key) for doc, score, max_id, key in matches if doc == document]
+        # A combine may merge partial results again: the answer must not depend on the grouping.
+        halves = [best_match(own[:1], which), *([best_match(own[1:], which)] if own[1:] else [])]
+        for found in (best_match(own, which), best_match(halves, which)):
+            assert (found[0], found[1]) == (rows.loc[document, "cosine_sim_score"], rows.loc[document, "max_id"])

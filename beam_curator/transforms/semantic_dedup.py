@@ -50,7 +50,7 @@ from beam_curator.dedup.semantic.ranking import (
     WHICH_TO_KEEP,
     RankingStrategy,
     as_id_array,
-    is_descending,
+    best_match,
     rank_keys,
     uniform_by_id,
 )
@@ -218,7 +218,7 @@ class SemanticDedup(beam.PTransform):
             | "ToBlockPairs" >> beam.FlatMap(self._block_pairs, sizes=beam.pvalue.AsDict(sizes))
             | "GroupBlockPairs" >> beam.GroupByKey()
             | "ScoreBlockPairs" >> beam.FlatMap(self._pair_duplicates)
-            | "BestMatch" >> beam.CombinePerKey(self._best_match)
+            | "BestMatch" >> beam.CombinePerKey(best_match, which_to_keep=self.order)
             | "AsVerdicts" >> beam.MapTuple(lambda key, match: (key, (match[1], match[0])))
         )
         joined = {"document": keyed, "duplicate": removals} | "MeetVerdicts" >> beam.CoGroupByKey()
@@ -379,14 +379,6 @@ class SemanticDedup(beam.PTransform):
         together = self.ranking.cluster_keys(np.concatenate(ids), columns)
         return ids, units, np.split(together, [len(ids[0])])[:len(sides)]
 
-    def _best_match(self, matches: Iterable[tuple[float, Any, Any]]) -> tuple[float, Any, Any]:
-        """Of ``(score, max_id, max_id's rank)`` matches, the highest score; of equal ones, the earlier-ranked
-        match (a combine: it takes its own results too)."""
-        found = list(matches)
-        best = max(score for score, _, _ in found)
-        earliest = max if is_descending(self.order) else min
-        _, max_id = earliest((key, max_id) for score, max_id, key in found if score == best)
-        return next(match for match in found if match[0] == best and match[1] == max_id)
 
 
 def _as_vector(value: Any, document_id: Any, source: str) -> np.ndarray:

@@ -104,7 +104,9 @@ def cross_cluster_scores(
 def combine_scores(parts: Iterable[pd.DataFrame], which_to_keep: str) -> pd.DataFrame:
     """One row per id: its highest score over all partial rows.
 
-    Equal scores go to the earlier-ranked ``max_id``, as within a cluster. Rows
+    Equal scores go to the earlier-ranked ``max_id``, as within a cluster (the
+    rule :func:`~beam_curator.dedup.semantic.ranking.best_match` applies to one
+    document's matches). Rows
     come out in the order their ids first appear, so within-cluster rows passed
     first keep their rank order.
     """

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -63,6 +63,19 @@ def is_descending(which_to_keep: str) -> bool:
     """Whether the order runs from the largest (key, id) down."""
     _check_choice("which_to_keep", which_to_keep, WHICH_TO_KEEP)
     return which_to_keep == "hard"
+
+
+def best_match(matches: Iterable[tuple[float, Any, Any]], which_to_keep: str) -> tuple[float, Any, Any]:
+    """Of one document's ``(score, max_id, max_id's rank key)`` matches, the one
+    :func:`~beam_curator.dedup.semantic.cross_cluster.combine_scores` keeps:
+    the highest score, of equal ones the earlier-ranked match. For a combine
+    (``SemanticDedup``'s), which meets a document's matches a few at a time,
+    its own results among them, rather than as score rows."""
+    found = list(matches)
+    best = max(score for score, _, _ in found)
+    earliest = max if is_descending(which_to_keep) else min
+    _, max_id = earliest((key, max_id) for score, max_id, key in found if score == best)
+    return next(match for match in found if match[0] == best and match[1] == max_id)
 
 
 def rank_keys(
