@@ -50,7 +50,8 @@ import apache_beam as beam
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 from bench_dask import stages, write_corpus  # noqa: E402  (BusyLength's pipeline; the SDK workers import it too)
-from common import add_append_argument, interleaved_timings, machine_description, markdown_table, publish  # noqa: E402
+from common import (  # noqa: E402
+    add_append_argument, interleaved_timings, machine_description, markdown_table, publish, unwind_on_sigterm)
 
 from beam_curator.data import sample_corpus_path  # noqa: E402
 from beam_curator.pipeline import Pipeline  # noqa: E402
@@ -230,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, help="where to put the corpus and outputs (default: a temp folder)")
     add_append_argument(parser)
     args = parser.parse_args(argv)
+    unwind_on_sigterm()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the worker pool's SDK workers inherit it
     if _missing():
         raise SystemExit(f"bench_clusters: {_missing()}")

@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import signal
 import sys
 import tempfile
 import threading
@@ -175,12 +176,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--append", type=Path, metavar="FILE", help="also append the report to FILE")
     args = parser.parse_args(argv)
     if args.child:
+        # As common.unwind_on_sigterm (common is not imported here): Beam stops the job server it started at exit.
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
         figures = measure(int(args.child[0]), args.runner, args.child[1], args.seed, json.loads(args.settings),
                           args.roots, args.beam_arg)
         print("RESULT " + json.dumps(figures), flush=True)
         return 0
-    from common import child_result, machine_description, markdown_table, publish
+    from common import child_result, machine_description, markdown_table, publish, unwind_on_sigterm
 
+    unwind_on_sigterm()
     machine = machine_description()
     with ExitStack() as services:
         settings, roots, where = cluster(args.runner, services, args.engine_memory)

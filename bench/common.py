@@ -21,6 +21,7 @@ import os
 import platform
 import re
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -73,11 +74,29 @@ def machine_description() -> str:
 def child_result(command: list[str], what: str, **run: object) -> dict:
     """Run a measuring child process; its last ``RESULT <json>`` line of stdout,
     or exit naming ``what`` failed, with the end of its stderr (see ``error_tail``)."""
-    done = subprocess.run(command, capture_output=True, text=True, **run)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    if done.returncode or not lines:
-        raise SystemExit(f"{what} failed (exit {done.returncode}):\n{error_tail(done.stderr)}")
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **run) as child:
+        try:
+            stdout, stderr = child.communicate()
+        except BaseException:  # this bench stopped (unwind_on_sigterm, Ctrl-C): the child stops what it started
+            child.terminate()
+            try:
+                child.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                child.kill()
+            raise
+    lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
+    if child.returncode or not lines:
+        raise SystemExit(f"{what} failed (exit {child.returncode}):\n{error_tail(stderr)}")
     return json.loads(lines[-1][len("RESULT "):])
+
+
+def unwind_on_sigterm() -> None:
+    """Make SIGTERM unwind the bench as an error would, running its ``finally`` blocks and exit stacks: the
+    clusters and worker pools a bench starts run in sessions of their own (``beam_curator.runners.services``),
+    so a bench killed outright left them running, and their scratch folders (a Spark cluster's, gigabytes
+    of shuffle files and job-server jars) on the disk. A measuring child that starts services of its own
+    (Beam's job server) sets the same handler, and ``child_result`` passes it the signal."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
 def error_tail(stderr: str, chars: int = 4000) -> str:
