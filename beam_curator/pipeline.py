@@ -24,8 +24,8 @@ from beam_curator.run_summary import RunSummary, summary_from_metrics
 from beam_curator.run_in_process import check_runs_in_process
 from beam_curator.run_without_metrics import Engine, in_process, on_dask, run_without_metrics
 from beam_curator.runners import pipeline_options
-from beam_curator.runners.options import IN_PROCESS
 from beam_curator.runners.dask import is_dask
+from beam_curator.runners.options import IN_PROCESS
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.base import flatten_stages
 from beam_curator.transforms import CuratorStages, PipelineDefinitionError, locate_source_and_sink

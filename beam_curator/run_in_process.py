@@ -35,6 +35,7 @@ from beam_curator.transforms import CuratorStages, PipelineDefinitionError
 from beam_curator.transforms.stage_dofns import BatchStageDoFn, StageDoFn
 from beam_curator.transforms.transform_stage import TransformStage
 
+
 def check_runs_in_process(name: str, stages: list[ProcessingStage]) -> None:
     """Refuse, before anything runs, a chain with a stage that only Beam can run."""
     for stage in stages:

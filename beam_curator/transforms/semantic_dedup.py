@@ -380,7 +380,6 @@ class SemanticDedup(beam.PTransform):
         return ids, units, np.split(together, [len(ids[0])])[:len(sides)]
 
 
-
 def _as_vector(value: Any, document_id: Any, source: str) -> np.ndarray:
     vector = np.asarray(value, dtype=np.float32)
     if vector.ndim != 1 or not len(vector):
