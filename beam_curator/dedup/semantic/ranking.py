@@ -74,8 +74,7 @@ def best_match(matches: Iterable[tuple[float, Any, Any]], which_to_keep: str) ->
     found = list(matches)
     best = max(score for score, _, _ in found)
     earliest = max if is_descending(which_to_keep) else min
-    _, max_id = earliest((key, max_id) for score, max_id, key in found if score == best)
-    return next(match for match in found if match[0] == best and match[1] == max_id)
+    return earliest((match for match in found if match[0] == best), key=lambda match: (match[2], match[1]))
 
 
 def rank_keys(
