@@ -18,7 +18,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_curator.checkpoint import open_store
 from beam_curator.errors import RunInterrupted, interrupted, user_error_in
-from beam_curator.logs import progress_shown, silence_library_noise, verbose
+from beam_curator.logs import ctrl_c_quiets_libraries, progress_shown, silence_library_noise, verbose
 from beam_curator.run_progress import progress_folders, progress_view, start_timeout_for, wait_watched, watching
 from beam_curator.run_summary import RunSummary, summary_from_metrics
 from beam_curator.run_in_process import check_runs_in_process
@@ -136,7 +136,7 @@ def run_in_order(
         for pipeline, _ in steps:
             check_runs_in_process(pipeline.name, flatten_stages(list(pipeline.stages)))
     silence_library_noise()
-    with _reported(steps, map_size):
+    with ctrl_c_quiets_libraries(), _reported(steps, map_size):
         return _run_steps(steps, runner, options, progress, worker_start_timeout, map_size, completion,
                           changed_pipeline, runner_settings)
 

@@ -89,3 +89,26 @@ def test_importing_beam_curator_after_apache_beam_prints_nothing() -> None:
     done = subprocess.run([sys.executable, "-c", "import apache_beam; import beam_curator"], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0 and done.stderr == "", done.stderr  # no "apitools not found"
+
+
+def test_after_ctrl_c_only_our_own_messages_show_until_the_next_run() -> None:
+    """The Ctrl-C mark of ``ctrl_c_quiets_libraries`` drops other libraries' records, not the package's, and a
+    new run clears it (a notebook's next run must show a library's errors); Python's handler is back after each."""
+    script = """if True:
+        import logging, os, signal, time
+        from beam_curator.logs import ctrl_c_quiets_libraries
+        library, ours = logging.getLogger("a_library"), logging.getLogger("beam_curator.a_module")
+        try:
+            with ctrl_c_quiets_libraries():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)
+        except KeyboardInterrupt:
+            library.error("library, after the interrupt")
+            ours.warning("ours, after the interrupt")
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        with ctrl_c_quiets_libraries():
+            library.error("library, in the next run")
+    """
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == ["ours, after the interrupt", "library, in the next run"], done.stderr

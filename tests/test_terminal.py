@@ -57,8 +57,9 @@ def test_ctrl_c_while_embedding_then_rerun_then_nothing_to_do(tmp_path: Path) ->
         time.sleep(2)  # the model is loading or embedding
         os.killpg(first.pid, signal.SIGINT)
         assert first.wait(timeout=30) == 130, errors.read_text()[-3000:]  # not -6 (a native abort)
-    (line,) = errors.read_text().splitlines()
-    assert re.fullmatch(r"interrupted; \d+ partitions of 'embedding' complete: rerun the same command to resume", line)
+    lines = errors.read_text().splitlines()
+    assert len(lines) == 1 and re.fullmatch(
+        r"interrupted; \d+ partitions of 'embedding' complete: rerun the same command to resume", lines[0]), lines
 
     rerun = subprocess.run(semdedup(data, tmp_path / "out"), capture_output=True, text=True, env=ENVIRONMENT,
                            timeout=300)
@@ -71,6 +72,55 @@ def test_ctrl_c_while_embedding_then_rerun_then_nothing_to_do(tmp_path: Path) ->
     assert summary_row(again.stdout, "this run").startswith("nothing to do")
     assert summary_row(again.stdout, "removed") == summary_row(rerun.stdout, "removed")
     assert "nothing to do" in again.stderr
+
+
+# A stage whose library keeps a thread that falls over once the run is interrupted, logging on its way out, as
+# RunInference's did when its model manager went away while the run unwound (CI, 12-06).
+FALLOUT_SCRIPT = """
+import logging, os, sys, threading, time
+from pathlib import Path
+from beam_curator import Pipeline
+from beam_curator.errors import RunInterrupted
+from beam_curator.stages import ProcessingStage
+from beam_curator.stages.io import JsonlReader, JsonlWriter
+
+class HoldsALibraryThread(ProcessingStage):
+    name = "holds_a_library_thread"
+
+    def process(self, task):
+        def library_thread():
+            while not Path("interrupted").exists():
+                time.sleep(0.05)
+            logging.getLogger("a_library").error("its manager went away")
+            raise ConnectionError("its manager went away")
+        threading.Thread(target=library_thread, daemon=True).start()
+        Path("running").touch()
+        time.sleep(60)
+        return task
+
+try:
+    Pipeline("fallout", stages=[JsonlReader("in"), HoldsALibraryThread(), JsonlWriter("out")]).run("ckpt", "local")
+except RunInterrupted as interrupt:
+    time.sleep(2)  # the library's thread logs and dies meanwhile
+    print(interrupt, file=sys.stderr, flush=True)
+    os._exit(130)
+"""
+
+
+def test_after_ctrl_c_a_library_thread_falling_over_is_not_shown(tmp_path: Path) -> None:
+    write_corpus(tmp_path / "in", 1)
+    first = subprocess.Popen([sys.executable, "-c", FALLOUT_SCRIPT], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, env=ENVIRONMENT)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "running").exists():
+        assert first.poll() is None and time.monotonic() < deadline, first.stderr.read()[-3000:]
+        time.sleep(0.05)
+    first.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    (tmp_path / "interrupted").touch()
+    assert first.wait(timeout=30) == 130
+    assert first.stderr.read().splitlines() == [
+        "interrupted; 0 partitions of 'fallout' complete: rerun the same command to resume"]
 
 
 def test_an_input_error_inside_a_stage_is_printed_once_and_creates_nothing(tmp_path: Path) -> None:
