@@ -27,6 +27,8 @@ the ids grouped and the largest degree.
     python bench/bench_star_components.py --documents 100000 1000000 10000000 --append BENCHMARKS.md
     python bench/bench_star_components.py --runner flink        # also spark (needs beam-curator[clusters])
     python bench/bench_star_components.py --runner spark --engine-memory 6g --documents 10000000
+    python bench/bench_star_components.py --runner flink --beam-arg=--execution_mode_for_batch=BATCH_FORCED \
+        --engine-memory 4g --flink-conf taskmanager.memory.task.off-heap.size=1g --documents 10000000
 """
 
 from __future__ import annotations
@@ -167,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine-memory", metavar="SIZE",
                         help="flink: the TaskManager's process size; spark: the worker's memory, all of it given to "
                              "its executor (default: the engine's, 1600m / 2g with a 1g executor)")
+    parser.add_argument("--flink-conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="an entry for the Flink cluster's flink-conf.yaml, "
+                             "e.g. --flink-conf taskmanager.memory.task.off-heap.size=1g")
     parser.add_argument("--beam-arg", action="append", default=[], metavar="FLAG",
                         help="a raw Beam flag for the pipelines, e.g. --beam-arg=--execution_mode_for_batch=BATCH_FORCED")
     parser.add_argument("--seed", type=int, default=3)
@@ -187,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     unwind_on_sigterm()
     machine = machine_description()
     with ExitStack() as services:
-        settings, roots, where = cluster(args.runner, services, args.engine_memory)
+        conf = dict(entry.split("=", 1) for entry in args.flink_conf)
+        settings, roots, where = cluster(args.runner, services, args.engine_memory, conf)
         beam_args = list(args.beam_arg)
         if args.engine_memory and args.runner == "spark":  # the job server Beam starts is the application's driver
             beam_args.append(f"--job_server_jvm_property=-Dspark.executor.memory={args.engine_memory}")
@@ -218,9 +224,10 @@ documents a shard. The worker peaks include the worker's own start (about 200 MB
     return 0
 
 
-def cluster(runner: str, services: ExitStack, memory: str | None = None) -> tuple[dict, list[int], str]:
-    """For ``flink`` and ``spark``: start that engine's cluster (``memory``: see
-    ``--engine-memory``) and an SDK worker pool (stopped with ``services``); the
+def cluster(runner: str, services: ExitStack, memory: str | None = None,
+            flink_conf: dict[str, str] | None = None) -> tuple[dict, list[int], str]:
+    """For ``flink`` and ``spark``: start that engine's cluster (``memory`` and
+    ``flink_conf``: see ``--engine-memory`` and ``--flink-conf``) and an SDK worker pool (stopped with ``services``); the
     preset's settings, the processes below which workers and the engine run, and
     a description. Other runners: none."""
     if runner not in ("flink", "spark"):
@@ -228,12 +235,16 @@ def cluster(runner: str, services: ExitStack, memory: str | None = None) -> tupl
     from beam_curator.runners import WorkerPool
     from beam_curator.runners.engines import FlinkCluster, SparkCluster
 
+    if flink_conf and runner != "flink":
+        raise SystemExit("--flink-conf is for --runner flink")
     sized = {"taskmanager_memory" if runner == "flink" else "memory": memory} if memory else {}
-    engine = services.enter_context(FlinkCluster(**sized) if runner == "flink" else SparkCluster(**sized))
+    engine = services.enter_context(FlinkCluster(**sized, conf=flink_conf) if runner == "flink"
+                                    else SparkCluster(**sized))
     pool = services.enter_context(WorkerPool(pythonpath=[str(Path(__file__).resolve().parent)]))
     if runner == "flink":
         daemons = [engine.jobmanager, engine.taskmanager]
-        where = f"a Flink cluster (one TaskManager, {engine.slots} slots, {engine.taskmanager_memory})"
+        extra = "".join(f", {key}: {value}" for key, value in engine.conf.items())
+        where = f"a Flink cluster (one TaskManager, {engine.slots} slots, {engine.taskmanager_memory}{extra})"
     else:
         daemons = [engine.master_daemon, engine.worker]
         executor = f", an executor of {memory}" if memory else ", an executor of 1g (Spark's default)"

@@ -22,6 +22,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 from beam_curator.runners.job_server import require_java
@@ -88,14 +89,19 @@ class FlinkCluster(_Cluster):
     Flink's 512 (16 MiB): with 512, a pipeline of many shuffles (the dedup
     transforms chained, ``FuzzyDedup``'s star rounds) failed here for want of
     buffers ("Insufficient number of network buffers").
+
+    ``conf`` adds or overrides entries of the cluster's ``flink-conf.yaml``,
+    e.g. ``{"taskmanager.memory.task.off-heap.size": "1g"}``.
     """
 
     SHUFFLE_BUFFERS = 64
 
-    def __init__(self, slots: int = 2, restart_attempts: int = 3, taskmanager_memory: str = "1600m") -> None:
+    def __init__(self, slots: int = 2, restart_attempts: int = 3, taskmanager_memory: str = "1600m",
+                 conf: Mapping[str, object] | None = None) -> None:
         super().__init__()
         self.home = _package_dir("pyflink", "clusters")
         self.slots, self.restart_attempts, self.taskmanager_memory = slots, restart_attempts, taskmanager_memory
+        self.conf = dict(conf or {})
         self.rest_port, self.rpc_port = free_port(), free_port()
         self.jobmanager: Service | None = None
         self.taskmanager: Service | None = None
@@ -121,6 +127,7 @@ class FlinkCluster(_Cluster):
             "restart-strategy.fixed-delay.delay": "1 s", "io.tmp.dirs": str(self.folder / "tmp"),
             "taskmanager.network.sort-shuffle.min-buffers": self.SHUFFLE_BUFFERS,
             "env.java.opts.all": " ".join(JAVA_OPENS),
+            **self.conf,
         }
         (conf / "flink-conf.yaml").write_text("".join(f"{key}: {value}\n" for key, value in settings.items()))
         (conf / "log4j.properties").write_text(
