@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -280,6 +281,19 @@ def test_the_cli_says_in_one_line_that_the_store_fails_before_any_work_and_its_r
 
 
 # A thread that dies (the progress watcher polling the dead store) would print its own traceback.
+def test_an_upload_the_outage_cut_short_is_no_object_once_the_store_is_back(s3_server, s3_bucket: str) -> None:
+    """The test server behaves as S3 across ``kill``: S3Proxy killed mid-upload leaves its temporary file
+    (KEY-UUID), which once restarted it failed to list, answering every listing of the folder with a 500 (CI,
+    12-06: the rerun of the outage test below); ``start`` drops it."""
+    s3_server.filesystem().pipe(f"{s3_bucket}/out/part-1.jsonl", b"{}\n")
+    s3_server.kill()
+    try:
+        (s3_server.root / "data" / s3_bucket[5:] / "out" / f"part-2.jsonl-{uuid.uuid4()}").write_bytes(b"{\"id\"")
+    finally:
+        s3_server.start()
+    assert s3_server.filesystem().ls(f"{s3_bucket}/out") == [f"{s3_bucket[5:]}/out/part-1.jsonl"]
+
+
 @pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 def test_an_outage_mid_run_raises_one_clear_error_and_the_rerun_completes(
     s3_server, s3_bucket: str, s3_env: dict, tmp_path: Path,
