@@ -227,9 +227,10 @@ documents a shard. The worker peaks include the worker's own start (about 200 MB
 def cluster(runner: str, services: ExitStack, memory: str | None = None,
             flink_conf: dict[str, str] | None = None) -> tuple[dict, list[int], str]:
     """For ``flink`` and ``spark``: start that engine's cluster (``memory`` and
-    ``flink_conf``: see ``--engine-memory`` and ``--flink-conf``) and an SDK worker pool (stopped with ``services``); the
-    preset's settings, the processes below which workers and the engine run, and
-    a description. Other runners: none."""
+    ``flink_conf``: see ``--engine-memory`` and ``--flink-conf``) and an SDK
+    worker pool (stopped with ``services``); the preset's settings, the
+    processes below which workers and the engine run, and a description. Other
+    runners: none."""
     if runner not in ("flink", "spark"):
         return {}, [], runner
     from beam_curator.runners import WorkerPool

@@ -280,7 +280,6 @@ def test_the_cli_says_in_one_line_that_the_store_fails_before_any_work_and_its_r
     assert_the_exact_rerun_gives_a_fresh_runs_output(command, dict(os.environ), s3_server, s3_bucket, tmp_path)
 
 
-# A thread that dies (the progress watcher polling the dead store) would print its own traceback.
 def test_an_upload_the_outage_cut_short_is_no_object_once_the_store_is_back(s3_server, s3_bucket: str) -> None:
     """The test server behaves as S3 across ``kill``: S3Proxy killed mid-upload leaves its temporary file
     (KEY-UUID), which once restarted it failed to list, answering every listing of the folder with a 500 (CI,
@@ -294,6 +293,7 @@ def test_an_upload_the_outage_cut_short_is_no_object_once_the_store_is_back(s3_s
     assert s3_server.filesystem().ls(f"{s3_bucket}/out") == [f"{s3_bucket[5:]}/out/part-1.jsonl"]
 
 
+# A thread that dies (the progress watcher polling the dead store) would print its own traceback.
 @pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 def test_an_outage_mid_run_raises_one_clear_error_and_the_rerun_completes(
     s3_server, s3_bucket: str, s3_env: dict, tmp_path: Path,
