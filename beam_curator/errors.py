@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import importlib
 import re
+import signal
 from typing import Callable, Iterator, TypeVar
 from urllib.parse import urlsplit
 
@@ -48,11 +49,17 @@ class ObjectStoreFailedError(CuratorError, OSError):
 
 
 class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C (SIGINT) ended a run; the message says what is kept and how to go on.
+    """Ctrl-C (SIGINT) or SIGTERM ended a run; the message says what is kept and how to go on.
 
-    A ``KeyboardInterrupt``, so code that stops on Ctrl-C still stops. Uncaught,
-    it prints its message alone (see :func:`beam_curator.interrupts.install_interrupt_hook`).
+    A ``KeyboardInterrupt``, so code that stops on Ctrl-C still stops, also on
+    a scheduler's SIGTERM. ``signal_number`` is the signal that stopped it.
+    Uncaught, it prints its message alone and exits as that signal would be
+    reported, 130 or 143 (see :func:`beam_curator.interrupts.install_interrupt_hook`).
     """
+
+    def __init__(self, message: str = "", signal_number: int = signal.SIGINT) -> None:
+        super().__init__(message)
+        self.signal_number = signal_number
 
 
 # How a Python traceback names an exception of the package: `beam_curator.module.Class: message`.

@@ -20,13 +20,13 @@ from __future__ import annotations
 import logging
 import os
 import re
-import signal
 import sys
 import threading
 from contextlib import contextmanager
 from typing import Iterator
 
 from beam_curator.errors import interrupted, user_error_in
+from beam_curator.interrupts import stop_signal
 
 _PACKAGE = "beam_curator"
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -36,7 +36,6 @@ _QUIET_LIBRARIES = ("apache_beam", "urllib3", "filelock", "fsspec", "matplotlib"
                     "sentence_transformers", "transformers", "torch", "vllm", "numba", "asyncio", "distributed")
 _worker_level = "WARN"  # the spelling both Python and Java SDK harnesses accept (Java has no WARNING)
 _progress = True
-_after_ctrl_c = False  # see ctrl_c_quiets_libraries
 WORKER_LEVEL_VARIABLE = "BEAM_CURATOR_WORKER_LOG_LEVEL"
 # Where the driver re-logs what local worker processes send it; they print it themselves. And where
 # Beam says, at WARNING, that it starts and stops a Flink or Spark job server, as every run does.
@@ -59,14 +58,16 @@ class _LibraryNoise(logging.Filter):
     """What no logger level can silence, dropped unless verbose: warnings that
     libraries log on the *root* logger (Beam does while being imported),
     other libraries' reports of an error that reaches the user anyway, once,
-    as the package's own exception (a ``CuratorError`` or a Ctrl-C that Beam
+    as the package's own exception (a ``CuratorError`` or a stop that Beam
     logs with its traceback on its way up), and a job server's hang-up of a
-    finished job's data stream (see ``_stream_hung_up``)."""
+    finished job's data stream (see ``_stream_hung_up``), and Beam's routine
+    warnings of every run (``_ROUTINE_WARNINGS``), as ``configure_logging``
+    drops them."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.name == _PACKAGE or record.name.startswith(f"{_PACKAGE}."):
             return True
-        if _after_ctrl_c:
+        if stop_signal() is not None or (record.name in _ROUTINE_WARNINGS and record.levelno < logging.ERROR):
             return False
         if record.name == "root" and record.levelno < logging.ERROR:
             return _PACKAGE in record.pathname or "site-packages" not in record.pathname
@@ -142,8 +143,8 @@ def verbose() -> bool:
 def _thread_died(args: threading.ExceptHookArgs) -> None:
     """Python's report of a thread that died raising, except a LOOPBACK
     worker's threads that die of a job server's hang-up (``_stream_hung_up``)
-    and threads that die after a Ctrl-C (``ctrl_c_quiets_libraries``)."""
-    if verbose() or not (_stream_hung_up(args.exc_value) or _after_ctrl_c):
+    and threads that die after a stop (``interrupts.stops_unwind_runs``)."""
+    if verbose() or not (_stream_hung_up(args.exc_value) or stop_signal() is not None):
         _threads_own_hook(args)
 
 
@@ -169,35 +170,6 @@ def silence_library_noise() -> None:
     dask = logging.getLogger("distributed")
     if dask.getEffectiveLevel() < logging.WARNING:  # dask sets INFO on it when imported
         dask.setLevel(logging.WARNING)
-
-
-@contextmanager
-def ctrl_c_quiets_libraries() -> Iterator[None]:
-    """While a run goes on in the main thread, a Ctrl-C first marks the
-    process interrupted, then raises ``KeyboardInterrupt`` as Python's own
-    handler does. From that mark on, what other libraries log, and threads
-    that die raising, are dropped unless verbose: it is the fallout of the
-    interrupt (a RunInference thread whose model manager went away as the run
-    unwound logged a traceback of 40 lines), which the one line the user gets
-    already explains. A new run clears the mark. A handler of the user's own
-    (or a run outside the main thread) is left alone."""
-    global _after_ctrl_c
-    _after_ctrl_c = False
-    ours = threading.current_thread() is threading.main_thread() and \
-        signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    if ours:
-        signal.signal(signal.SIGINT, _mark_and_interrupt)
-    try:
-        yield
-    finally:
-        if ours:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-def _mark_and_interrupt(signum: int, frame: object) -> None:
-    global _after_ctrl_c
-    _after_ctrl_c = True
-    signal.default_int_handler(signum, frame)
 
 
 @contextmanager

@@ -9,6 +9,7 @@ the in-process runner's: ``run_without_metrics``), live in modules of their own.
 from __future__ import annotations
 
 import logging
+import signal
 import time
 from contextlib import contextmanager
 from typing import Iterator
@@ -18,13 +19,15 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_curator.checkpoint import open_store
 from beam_curator.errors import RunInterrupted, interrupted, user_error_in
-from beam_curator.logs import ctrl_c_quiets_libraries, progress_shown, silence_library_noise, verbose
+from beam_curator.interrupts import reclaim_stops, stop_signal, stopped, stops_unwind_runs
+from beam_curator.logs import progress_shown, silence_library_noise, verbose
 from beam_curator.run_progress import progress_folders, progress_view, start_timeout_for, wait_watched, watching
 from beam_curator.run_summary import RunSummary, summary_from_metrics
 from beam_curator.run_in_process import check_runs_in_process
 from beam_curator.run_without_metrics import Engine, in_process, on_dask, run_without_metrics
 from beam_curator.runners import pipeline_options
 from beam_curator.runners.dask import is_dask
+from beam_curator.runners.flink_runner import flink_run_jobs
 from beam_curator.runners.options import IN_PROCESS
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.base import flatten_stages
@@ -136,7 +139,7 @@ def run_in_order(
         for pipeline, _ in steps:
             check_runs_in_process(pipeline.name, flatten_stages(list(pipeline.stages)))
     silence_library_noise()
-    with ctrl_c_quiets_libraries(), _reported(steps, map_size):
+    with stops_unwind_runs(), _reported(steps, map_size):
         return _run_steps(steps, runner, options, progress, worker_start_timeout, map_size, completion,
                           changed_pipeline, runner_settings)
 
@@ -152,15 +155,16 @@ def _reported(steps: list[tuple[Pipeline, str | None]], map_size: int) -> Iterat
         yield
     except BaseException as error:
         if interrupted(error):
-            raise RunInterrupted(_interrupted(steps, map_size)) from (error if verbose() else None)
+            how = stop_signal() or signal.SIGINT
+            raise RunInterrupted(_interrupted(steps, map_size, how), how) from (error if verbose() else None)
         found = user_error_in(error) if isinstance(error, Exception) else None
         if found is None or (type(found) is type(error) and str(found) == str(error)):
             raise  # not the package's error, or already as the user needs it (raised in this process, unwrapped)
         raise found from (error if verbose() else None)
 
 
-def _interrupted(steps: list[tuple[Pipeline, str | None]], map_size: int) -> str:
-    """What an interrupted run keeps: the partitions its checkpoints record as complete."""
+def _interrupted(steps: list[tuple[Pipeline, str | None]], map_size: int, how: int) -> str:
+    """What a stopped run keeps: the partitions its checkpoints record as complete."""
     kept = []
     for pipeline, checkpoint in steps:
         if checkpoint is None:
@@ -170,7 +174,7 @@ def _interrupted(steps: list[tuple[Pipeline, str | None]], map_size: int) -> str
             kept.append(f"{len(open_store(checkpoint, map_size).completed())} partitions of {pipeline.name!r} complete")
         except Exception:  # an account of the kept work must not hide the interrupt
             kept.append(f"{pipeline.name!r}'s complete partitions kept in {checkpoint}")
-    return f"interrupted; {', '.join(kept)}: rerun the same command to resume"
+    return f"{stopped(how)}; {', '.join(kept)}: rerun the same command to resume"
 
 
 def _run_steps(
@@ -198,9 +202,11 @@ def _run_steps(
             views.append(progress_view(pipeline.name, transform, folder))
             previous = transform
         start_timeout = start_timeout_for(runner_settings, steps[0][1], worker_start_timeout)
+        on_cluster = flink_run_jobs(options)
         with watching(views, shown, start_timeout) as watcher:
             result = beam_pipeline.run()
-            wait_watched(result, watcher, runner_settings)
+            reclaim_stops()
+            wait_watched(result, watcher, runner_settings, on_cluster.cancel if on_cluster else None)
     seconds = time.monotonic() - started
     summaries = []
     for pipeline, _ in steps:

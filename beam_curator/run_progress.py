@@ -15,7 +15,7 @@ import tempfile
 import threading
 import uuid
 from contextlib import contextmanager
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
@@ -82,8 +82,12 @@ def watching(views: list[ProgressView], shown: bool, start_timeout: float | None
         yield watcher
 
 
-def wait_watched(result: PipelineResult, watcher: ProgressWatcher, runner_settings: Mapping[str, object]) -> None:
-    """Wait for the run to end, or raise once the watcher saw no worker start."""
+def wait_watched(result: PipelineResult, watcher: ProgressWatcher, runner_settings: Mapping[str, object],
+                 cancel_on_cluster: Callable[[], object] | None = None) -> None:
+    """Wait for the run to end, or raise once the watcher saw no worker start.
+    A stop cancels the job through the runner, and through the cluster with
+    ``cancel_on_cluster`` where the runner's cancel leaves the cluster's job
+    running (Flink's: see ``beam_curator.runners.flink_runner``)."""
     ended = threading.Event()
     outcome: dict[str, BaseException] = {}
 
@@ -102,6 +106,11 @@ def wait_watched(result: PipelineResult, watcher: ProgressWatcher, runner_settin
         cancel = threading.Thread(target=result.cancel, name="cancel", daemon=True)
         cancel.start()
         cancel.join(5)
+        if cancel_on_cluster is not None:
+            try:
+                cancel_on_cluster()
+            except Exception as error:  # the stop goes on; the user must know the job may not have
+                logger.warning("could not cancel the run's job on the cluster (%s): cancel it there", error)
         raise
     if "error" in outcome:
         raise outcome["error"]

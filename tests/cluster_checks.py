@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -61,6 +62,8 @@ def missing(engine: str, package: str | None = None) -> str:
 
 FILES = 10
 DELAY = 1.0
+# How a terminal's Ctrl-C and a scheduler's SIGTERM stop the submitting process, and its exit status then.
+STOPS = {"ctrl-c": (signal.SIGINT, 130), "sigterm": (signal.SIGTERM, 143)}
 
 
 def driver_command(tmp_path: Path, input_dir: Path, runner: dict, log: str, *extra: str) -> list[str]:
@@ -285,13 +288,31 @@ class ClusterChecks:
         assert curator_helpers.output_rows(tmp_path / "out") == curator_helpers.output_rows(reference)
         assert run_marks_from_workers(tmp_path / "ckpt")
 
-    @pytest.mark.parametrize("how", ["cancel", "kill-worker", "kill-driver"])
+    @pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "kill-worker", "kill-driver"])
     def test_an_interrupted_cluster_run_resumes_to_the_uninterrupted_output(
         self, tmp_path: Path, pool: WorkerPool, cluster: object, how: str,
     ) -> None:
-        """Cancel the job through the engine, SIGKILL its worker (TaskManager / Spark worker and its
-        executors) or SIGKILL the submitting process, once some partitions are marked; then rerun."""
+        """Stop the submitting process as a terminal's Ctrl-C or a scheduler's SIGTERM does (its whole
+        process group, Beam's job server with it), SIGKILL the engine's worker (TaskManager / Spark
+        worker and its executors) or SIGKILL the submitting process, once some partitions are marked;
+        then rerun. (A job cancelled through the engine: ``test_fuzzy_dedup_killed_on_the_engine...``.)"""
         self.interrupt_and_rerun(tmp_path, pool, cluster, how)
+
+    def check_stopped(self, cluster: object, jobs_before: set[str], console: str) -> None:
+        """After a stop the driver said one line, and the engine runs nothing of the run: each of its
+        jobs ended cancelled (Flink), its application ended (Spark)."""
+        (line,) = console.splitlines()
+        assert re.fullmatch(r"(interrupted|stopped by SIGTERM); \d+ partitions of 'resume' complete: "
+                            r"rerun the same command to resume", line), console[-3000:]
+        self.check_cancelled(cluster, jobs_before)
+
+    def check_cancelled(self, cluster: object, jobs_before: set[str]) -> None:
+        """The run's jobs on the engine, those not in ``jobs_before``, ended without running on."""
+        raise NotImplementedError
+
+    def job_ids(self, cluster: object) -> set[str]:
+        """Every job or application the engine knows, running or ended."""
+        raise NotImplementedError
 
     def interrupt_and_rerun(self, tmp_path: Path, pool: WorkerPool, cluster: object, how: str, *extra: str) -> None:
         """Interrupt the driver's run with ``extra`` flags as ``how`` says once a partition is marked, rerun it
@@ -300,21 +321,21 @@ class ClusterChecks:
         input_dir = curator_helpers.write_corpus(tmp_path / "in", FILES)
         reference = reference_run(tmp_path, input_dir)
         every = {curator_helpers.source_id([file]) for file in input_dir.glob("*.jsonl")}
-        console = tmp_path / "first.out"
+        console, jobs_before = tmp_path / "first.out", self.job_ids(cluster)
         with console.open("w") as sink:
-            first = subprocess.Popen(driver_command(tmp_path, input_dir, runner, "first.log", *extra), stdout=sink,
-                                     stderr=subprocess.STDOUT, env=driver_environment(), start_new_session=True)
+            first = subprocess.Popen(driver_command(tmp_path, input_dir, runner, "first.log", *extra),
+                                     stdout=subprocess.DEVNULL, stderr=sink, env=driver_environment(),
+                                     start_new_session=True)
             try:
                 deadline = time.monotonic() + 240
                 while not open_store(str(tmp_path / "ckpt")).completed():
                     assert first.poll() is None, f"the run ended before it could be interrupted:\n{console.read_text()[-3000:]}"
                     assert time.monotonic() < deadline, f"no partition was marked:\n{console.read_text()[-3000:]}"
                     time.sleep(0.05)
-                if how == "cancel":
-                    job = running_job(cluster)
-                    assert job, "no running job to cancel"
-                    self.cancel(cluster, job)
-                    first.wait(timeout=120)
+                if how in STOPS:
+                    os.killpg(first.pid, STOPS[how][0])
+                    assert first.wait(timeout=120) == STOPS[how][1], console.read_text()[-3000:]
+                    self.check_stopped(cluster, jobs_before, console.read_text())
                 elif how == "kill-worker":
                     self.kill_worker(cluster)
                     assert open_store(str(tmp_path / "ckpt")).completed() < every, \

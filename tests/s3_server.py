@@ -1,9 +1,11 @@
 """A real S3 endpoint for the tests: S3Proxy (Apache-2, one Java jar from
 Maven Central) serving a folder of this machine through the S3 protocol.
 
-The jar is fetched once by Maven into a cache folder. The server runs in a
-process group of its own so a test can kill it mid-run (``kill``) and start it
-again on the same port and folder (``start``), as a real outage would go.
+The jar is fetched once by Maven into a cache folder. The server is a
+``Service``: a process group of its own, so a test can kill it mid-run
+(``kill``) and start it again on the same port and folder (``start``), as a
+real outage would go; and, like the package's clusters, ended with its folder
+by the next test run if the run that started it was killed.
 """
 
 from __future__ import annotations
@@ -13,15 +15,15 @@ import http.server
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import threading
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from beam_curator.runners.services import Service
 
 S3PROXY = "org.gaul:s3proxy:2.6.0:jar:jar-with-dependencies"
 JAR_NAME = "s3proxy-2.6.0-jar-with-dependencies.jar"
@@ -72,8 +74,7 @@ class S3Server:
         self.root = root
         self.port = port or _free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
-        self.process: subprocess.Popen[bytes] | None = None
-        self.log = root.parent / f"s3proxy-{self.port}.log"
+        self.service: Service | None = None
 
     def start(self, timeout: float = 60.0) -> None:
         (self.root / "data").mkdir(parents=True, exist_ok=True)
@@ -89,20 +90,12 @@ class S3Server:
             "jclouds.credential=local",
             f"jclouds.filesystem.basedir={self.root / 'data'}",
         ]) + "\n")
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                ["java", "-jar", str(s3proxy_jar()), "--properties", str(properties)],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise S3ServerUnavailable(f"S3Proxy exited at start: {self.log.read_text()[-2000:]}")
-            if self._answers():
-                return
-            time.sleep(0.2)
-        self.kill()
-        raise S3ServerUnavailable(f"S3Proxy did not listen on {self.endpoint} within {timeout:.0f} s")
+        self.service = Service("s3proxy", ["java", "-jar", str(s3proxy_jar()), "--properties", str(properties)],
+                               self.port, startup_timeout=timeout, folders=[self.root], ready=self._answers)
+        try:
+            self.service.start()
+        except (RuntimeError, TimeoutError) as error:
+            raise S3ServerUnavailable(f"S3Proxy did not start: {error}") from error
 
     def _drop_unfinished_uploads(self) -> None:
         """What S3 never shows: an upload the outage cut short. S3Proxy killed mid-upload leaves its temporary
@@ -125,10 +118,8 @@ class S3Server:
 
     def kill(self) -> None:
         """SIGKILL the server (an outage, not a shutdown) and wait for it to go."""
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-        self.process = None
+        if self.service is not None:
+            self.service.kill()
 
     def storage_options(self, **overrides: Any) -> dict[str, Any]:
         """What s3fs needs to reach this server (fsspec ``storage_options``)."""
@@ -150,7 +141,10 @@ class S3Server:
     def make_bucket(self, name: str) -> str:
         # Not ``mkdir``: it asks ``exists`` first, and S3Proxy answers GetBucketLocation for any name, so s3fs
         # takes every bucket to exist. Listing a missing bucket does fail (FileNotFoundError).
-        self.filesystem().call_s3("create_bucket", Bucket=name)
+        try:
+            self.filesystem().call_s3("create_bucket", Bucket=name)
+        except FileExistsError:  # BucketAlreadyOwnedByYou: botocore retried a create that had gone through
+            pass
         return f"s3://{name}"
 
 

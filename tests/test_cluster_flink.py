@@ -5,6 +5,7 @@ embedded one; and Flink's streaming mode with stateful completion."""
 from __future__ import annotations
 
 import subprocess
+import time
 import urllib.error
 from pathlib import Path
 from typing import ContextManager
@@ -39,6 +40,19 @@ class TestOnFlink(ClusterChecks):
 
     def kill_worker(self, cluster: object) -> None:
         cluster.taskmanager.kill()
+
+    def job_ids(self, cluster: object) -> set[str]:
+        return {job["id"] for job in cluster.jobs()}
+
+    def check_cancelled(self, cluster: object, jobs_before: set[str]) -> None:
+        """Flink's job ends CANCELED: the driver cancelled it on the cluster (Beam's own cancel leaves it
+        running on to FINISHED)."""
+        deadline = time.monotonic() + 120
+        while (states := {job["id"]: job["status"] for job in cluster.jobs() if job["id"] not in jobs_before}) and \
+                not set(states.values()) <= {"CANCELED", "FINISHED", "FAILED"}:
+            assert time.monotonic() < deadline, f"the run's job never ended: {states}"
+            time.sleep(0.5)
+        assert states and set(states.values()) == {"CANCELED"}, states
 
     def restart_worker(self, cluster: object) -> None:
         cluster.restart_taskmanager()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import ContextManager
 
@@ -34,6 +35,19 @@ class TestOnSpark(ClusterChecks):
 
     def kill_worker(self, cluster: object) -> None:
         cluster.worker.kill()
+
+    def job_ids(self, cluster: object) -> set[str]:
+        state = cluster.state()
+        return {app["id"] for app in [*state.get("activeapps", []), *state.get("completedapps", [])]}
+
+    def check_cancelled(self, cluster: object, jobs_before: set[str]) -> None:
+        """The run's Spark application (Beam's job server is its driver) has ended: the stop reached the
+        job server, whose SparkContext cancelled the job as it shut down."""
+        deadline = time.monotonic() + 120
+        while any(app["id"] not in jobs_before for app in cluster.state().get("activeapps", [])):
+            assert time.monotonic() < deadline, "the run's application never ended"
+            time.sleep(0.5)
+        assert self.job_ids(cluster) - jobs_before, "the run started no application"
 
     def restart_worker(self, cluster: object) -> None:
         cluster.restart_worker()

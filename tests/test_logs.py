@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -91,24 +92,62 @@ def test_importing_beam_curator_after_apache_beam_prints_nothing() -> None:
     assert done.returncode == 0 and done.stderr == "", done.stderr  # no "apitools not found"
 
 
-def test_after_ctrl_c_only_our_own_messages_show_until_the_next_run() -> None:
-    """The Ctrl-C mark of ``ctrl_c_quiets_libraries`` drops other libraries' records, not the package's, and a
-    new run clears it (a notebook's next run must show a library's errors); Python's handler is back after each."""
-    script = """if True:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_after_a_stop_only_our_own_messages_show_until_the_next_run(sig: signal.Signals) -> None:
+    """The stop mark of ``stops_unwind_runs`` (Ctrl-C or SIGTERM, both raised as ``KeyboardInterrupt``) drops
+    other libraries' records, not the package's, and a new run clears it (a notebook's next run must show a
+    library's errors); the default handlers are back after each."""
+    script = f"""if True:
         import logging, os, signal, time
-        from beam_curator.logs import ctrl_c_quiets_libraries
+        from beam_curator.interrupts import stop_signal, stops_unwind_runs
         library, ours = logging.getLogger("a_library"), logging.getLogger("beam_curator.a_module")
         try:
-            with ctrl_c_quiets_libraries():
-                os.kill(os.getpid(), signal.SIGINT)
+            with stops_unwind_runs():
+                os.kill(os.getpid(), {int(sig)})
                 time.sleep(5)
         except KeyboardInterrupt:
-            library.error("library, after the interrupt")
-            ours.warning("ours, after the interrupt")
+            library.error("library, after the stop")
+            ours.warning("ours, after the stop " + str(stop_signal()))
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-        with ctrl_c_quiets_libraries():
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        with stops_unwind_runs():
             library.error("library, in the next run")
     """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stderr.splitlines() == ["ours, after the interrupt", "library, in the next run"], done.stderr
+    assert done.stderr.splitlines() == [f"ours, after the stop {int(sig)}", "library, in the next run"], done.stderr
+
+
+@pytest.mark.parametrize("where", ["in the run", "in the exit handlers"])
+def test_a_second_stop_while_the_first_unwinds_the_run_leaves_at_once(where: str) -> None:
+    """A run slow to unwind (a job being cancelled, a job server or cluster slow to stop at exit) is left
+    at once on a second Ctrl-C or SIGTERM, with one line and the second signal's status."""
+    script = f"""if True:
+        import atexit, os, signal, sys, time
+        from beam_curator import interrupts
+        def slow_to_stop():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(60)
+        try:
+            with interrupts.stops_unwind_runs():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)
+        except KeyboardInterrupt:
+            pass
+        atexit.register(slow_to_stop)
+        interrupts.exit_now(130)
+    """ if where == "in the exit handlers" else """if True:
+        import os, signal, time
+        from beam_curator.interrupts import stops_unwind_runs
+        with stops_unwind_runs():
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)
+            finally:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(60)
+    """
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 143, done.stderr
+    assert done.stderr.splitlines() == ["stopped at once, while stopping; finished partitions and phases are kept: "
+                                        "rerun the same command to resume"], done.stderr

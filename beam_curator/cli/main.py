@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(quiet=args.quiet, verbose=args.verbose)
     handler: Callable[[argparse.Namespace, list[str]], int] = args.handler
     try:
-        return handler(args, beam_args)
+        with interrupts.stops_unwind_runs():  # also between a workflow's runs
+            return handler(args, beam_args)
     except Exception as error:  # the package's errors, also when a library raised them: their message says what to do
         found = error if isinstance(error, CuratorError) else user_error_in(error)
         if found is None or args.verbose:
@@ -71,9 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         message = with_flag_names(str(found), args.parser) if isinstance(found, CuratorSettingsError) else str(found)
         print(f"error: {message}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as error:  # one line, 130, and no native abort from threads left running
+    except KeyboardInterrupt as error:  # one line, 130 or 143, and no native abort from threads left running
         print(interrupts.message(error), file=sys.stderr)
-        interrupts.exit_now(interrupts.INTERRUPTED_EXIT)
+        interrupts.exit_now(interrupts.status_of(error))
         raise  # not reached
 
 

@@ -25,6 +25,7 @@ import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
+from beam_curator.runners.flink_runner import cancel_job
 from beam_curator.runners.job_server import require_java
 from beam_curator.runners.services import Service, free_port
 
@@ -148,7 +149,7 @@ class FlinkCluster(_Cluster):
         command = [java, *jvm, *JAVA_OPENS, f"-Dlog.file={log_file}",
                    f"-Dlog4j.configurationFile=file:{conf / 'log4j.properties'}",
                    "-cp", str(self.home / "lib" / "*"), entry_point, "--configDir", str(conf), *dynamic]
-        return Service(f"flink-{name}", command, None)
+        return Service(f"flink-{name}", command, None, folders=[self.folder])
 
     def start(self) -> "FlinkCluster":
         java = require_java("flink")
@@ -185,15 +186,8 @@ class FlinkCluster(_Cluster):
         return _get_json(f"http://{self.master}/jobs")["jobs"]
 
     def cancel(self, job_id: str) -> None:
-        """Cancel a job through the REST API, as ``flink cancel`` does. A job that reached another
-        end in the meantime (Flink answers 409 Conflict) is left as it is."""
-        request = urllib.request.Request(f"http://{self.master}/jobs/{job_id}?mode=cancel", method="PATCH")
-        try:
-            urllib.request.urlopen(request, timeout=10).close()
-        except urllib.error.HTTPError as error:
-            state = _get_json(f"http://{self.master}/jobs/{job_id}").get("state") if error.code == 409 else None
-            if state not in ("FINISHED", "FAILED", "CANCELED", "CANCELLING"):
-                raise
+        """Cancel a job through the REST API (:func:`~beam_curator.runners.flink_runner.cancel_job`)."""
+        cancel_job(self.master, job_id)
 
     def restart_taskmanager(self) -> None:
         """A new TaskManager after the old one died (a cluster manager would start it)."""
@@ -230,7 +224,8 @@ class SparkCluster(_Cluster):
                    SPARK_LOCAL_DIRS=str(self.folder / "local"), SPARK_LOCAL_IP="127.0.0.1",
                    SPARK_SCALA_VERSION="2.12")  # what load-spark-env.sh would set; executors need it
         command = [require_java("spark"), "-Xmx512m", *JAVA_OPENS, "-cp", str(self.home / "jars" / "*"), *arguments]
-        return Service(f"spark-{name}", command, port, env=env, cwd=str(self.folder), startup_timeout=90.0)
+        return Service(f"spark-{name}", command, port, env=env, cwd=str(self.folder), startup_timeout=90.0,
+                       folders=[self.folder])
 
     def start(self) -> "SparkCluster":
         self.master_daemon = self._start(self._daemon("master", [

@@ -21,7 +21,7 @@ from apache_beam.options.pipeline_options import FlinkRunnerOptions, PipelineOpt
 from beam_curator.cores import usable_cores
 from beam_curator.logs import worker_log_level
 from beam_curator.runners.dask import dask_flags
-from beam_curator.runners.flink_runner import SharedJobServerFlinkRunner
+from beam_curator.runners.flink_runner import SharedJobServerFlinkRunner, rest_url, run_job_name
 from beam_curator.runners.job_server import JOB_SERVERS, job_server_jar, require_java
 from beam_curator.runners.local_workers import LocalMultiProcessRunner
 from beam_curator.runners.services import answers
@@ -102,7 +102,7 @@ def _check_flink_version(master: str) -> None:
     """The cluster at ``master`` runs the Flink minor version of the job server built here: Flink's
     client and cluster must agree on it, or the job fails at submission with a serialization error."""
     served = JOB_SERVERS["flink"].engine_version
-    url = f"http://{re.sub(r'^[a-z]+://', '', master).rstrip('/')}/config"
+    url = f"{rest_url(master)}/config"
     try:
         with urllib.request.urlopen(url, timeout=5) as response:
             version = json.loads(response.read()).get("flink-version", "")
@@ -251,7 +251,7 @@ def runner_args(
         kind, config = _environment(runner, environment_type, environment_config, local_master=local)
         return [f"--runner={SharedJobServerFlinkRunner.__module__}.{SharedJobServerFlinkRunner.__name__}", *_flags(
             flink_master=master, flink_version=flink_version, flink_job_server_jar=jar,
-            job_endpoint=job_endpoint, parallelism=parallelism,
+            job_endpoint=job_endpoint, parallelism=parallelism, job_name=None if local else run_job_name(),
             environment_type=kind, environment_config=config, sdk_worker_parallelism=num_workers,
         )]
     master = spark_master_url or "local[*]"

@@ -3,18 +3,33 @@
 Each runs in its own session, so stopping it takes down everything it
 started (SDK workers, executors) even when a run failed halfway; its output
 goes to a log file whose tail goes into every error about it.
+
+Nothing is left behind. A process that exits any way but SIGKILL stops the
+services it still holds (an exit handler; SIGTERM and Ctrl-C unwind a run,
+see ``beam_curator.interrupts``). For SIGKILL, each running service leaves
+a marker naming its owner's pid, its own process group and its scratch
+folders (:data:`MARKERS`): the next service started on this machine ends
+the group and removes the folders of every marker whose owner is gone.
 """
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Callable
+
+import psutil
+
+# One marker per running service: ``<owner pid>-<group>.json``.
+MARKERS = Path(tempfile.gettempdir()) / "beam-curator-services"
 
 
 def free_port() -> int:
@@ -34,13 +49,17 @@ def answers(host: str, port: int, timeout: float = 1.0) -> bool:
 
 
 class Service:
-    """``command`` run as its own process group, ready once ``port`` answers."""
+    """``command`` run as its own process group, ready once ``port`` answers
+    (and ``ready()``, where given, says so). ``folders`` are its scratch
+    folders, removed with its marker when its owner died without stopping it."""
 
     def __init__(self, name: str, command: list[str], port: int | None, env: dict[str, str] | None = None,
-                 cwd: str | None = None, startup_timeout: float = 60.0) -> None:
+                 cwd: str | None = None, startup_timeout: float = 60.0, folders: list[Path] | None = None,
+                 ready: Callable[[], bool] | None = None) -> None:
         self.name, self.command, self.port, self.env, self.cwd = name, command, port, env, cwd
-        self.startup_timeout = startup_timeout
+        self.startup_timeout, self.folders, self.ready = startup_timeout, [str(f) for f in folders or []], ready
         self.process: subprocess.Popen | None = None
+        self.owner = os.getpid()  # the process that started it
         self._log: IO[bytes] | None = None
 
     @property
@@ -49,9 +68,14 @@ class Service:
         return self.process.pid
 
     def start(self) -> "Service":
+        end_orphans()
+        self._drop_log()  # a killed service's, started again
+        self.owner = os.getpid()
         self._log = tempfile.NamedTemporaryFile(prefix=f"beam-curator-{self.name}-", suffix=".log", delete=False)
         self.process = subprocess.Popen(self.command, env=self.env, cwd=self.cwd, stdout=self._log,
                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        _running[self.process.pid] = self
+        self._write_marker()
         if self.port is None:
             return self
         deadline = time.monotonic() + self.startup_timeout
@@ -60,7 +84,7 @@ class Service:
                 tail = self.log_tail()
                 self.stop()
                 raise RuntimeError(f"{self.name} exited with {self.process.returncode}:\n{tail}")
-            if answers("localhost", self.port):
+            if answers("localhost", self.port) and (self.ready is None or self.ready()):
                 return self
             time.sleep(0.2)
         tail = self.log_tail()
@@ -72,6 +96,7 @@ class Service:
         if self.process is not None:
             _signal_group(self.process.pid, signal.SIGKILL)
             self.process.wait()
+            self._forget()
 
     def stop(self, grace: float = 10.0) -> None:
         """Terminate the group; kill what is left after ``grace``."""
@@ -82,15 +107,37 @@ class Service:
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             self.process.poll()  # reap the leader, or the group never looks empty
-            if not _signal_group(group, 0):
+            if not group_members(group):
                 break
             time.sleep(0.1)
         _signal_group(group, signal.SIGKILL)
         self.process.wait()
+        self._forget()
+        self._drop_log()
+
+    def _drop_log(self) -> None:
         if self._log is not None:
             self._log.close()
             Path(self._log.name).unlink(missing_ok=True)
             self._log = None
+
+    @property
+    def _marker(self) -> Path:
+        return MARKERS / f"{self.owner}-{self.pid}.json"
+
+    def _write_marker(self) -> None:
+        MARKERS.mkdir(parents=True, exist_ok=True)
+        record = {"name": self.name, "owner": self.owner, "owner_started": _started(self.owner),
+                  "group": self.pid, "group_started": _started(self.pid),
+                  "paths": [*self.folders, *([self._log.name] if self._log else [])]}
+        temporary = self._marker.with_suffix(".tmp")
+        temporary.write_text(json.dumps(record))
+        temporary.replace(self._marker)
+
+    def _forget(self) -> None:
+        assert self.process is not None
+        _running.pop(self.process.pid, None)
+        self._marker.unlink(missing_ok=True)
 
     def log_tail(self, lines: int = 30) -> str:
         """The end of the process's output, for error messages."""
@@ -103,6 +150,66 @@ class Service:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+_running: dict[int, Service] = {}  # this process's started services, by process group
+
+
+@atexit.register
+def _stop_running() -> None:
+    """At exit, stop what this process started and still holds (a run or test that did not get to stop it)."""
+    for service in list(_running.values()):
+        if service.owner == os.getpid():  # not in a forked child, which inherits the handler
+            service.stop(grace=5.0)
+
+
+def _started(pid: int) -> float | None:
+    """When process ``pid`` started (None: there is none): a pid alone may be reused."""
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def end_orphans() -> list[str]:
+    """End the services whose owner died without stopping them (SIGKILL): SIGKILL
+    their process group, remove their scratch folders, log and marker. Returns their names."""
+    ended = []
+    for marker in MARKERS.glob("*.json") if MARKERS.is_dir() else []:
+        try:
+            record = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            continue  # being written, or removed meanwhile
+        if record["owner_started"] is not None and _started(record["owner"]) == record["owner_started"]:
+            continue  # its owner lives
+        if _started(record["group"]) in (None, record["group_started"]):
+            # No process has the group's number (a group outlives its leader, and Linux reuses no number a
+            # group still has), or its leader is the one recorded: the group is the service's, not another's.
+            _signal_group(record["group"], signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while group_members(record["group"]) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        for path in map(Path, record["paths"]):
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        marker.unlink(missing_ok=True)
+        ended.append(record["name"])
+    return ended
+
+
+def group_members(group: int) -> list[int]:
+    """The live processes of process group ``group`` (not the zombies of a group whose owner died, which
+    stay until the machine's first process reaps them)."""
+    members = []
+    for process in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(process.pid) == group and process.info["status"] != psutil.STATUS_ZOMBIE:
+                members.append(process.pid)
+        except (ProcessLookupError, psutil.Error):
+            pass
+    return members
 
 
 def _signal_group(group: int, sig: int) -> bool:
