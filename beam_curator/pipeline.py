@@ -29,6 +29,7 @@ from beam_curator.runners import pipeline_options
 from beam_curator.runners.dask import is_dask
 from beam_curator.runners.flink_runner import flink_run_jobs
 from beam_curator.runners.options import IN_PROCESS
+from beam_curator.runners.services import adopt_job_servers, end_orphans
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.base import flatten_stages
 from beam_curator.transforms import CuratorStages, PipelineDefinitionError, locate_source_and_sink
@@ -183,6 +184,7 @@ def _run_steps(
     runner_settings: dict[str, object],
 ) -> list[RunSummary]:
     shown = progress_shown() if progress is None else progress
+    end_orphans()  # what a SIGKILLed run left: its job servers, clusters, worker pools
     with progress_folders([checkpoint for _, checkpoint in steps]) as folders:
         if runner_name == IN_PROCESS:
             return _run_each_alone(steps, folders, in_process, shown, map_size, completion, changed_pipeline)
@@ -206,6 +208,7 @@ def _run_steps(
         with watching(views, shown, start_timeout) as watcher:
             result = beam_pipeline.run()
             reclaim_stops()
+            adopt_job_servers()
             wait_watched(result, watcher, runner_settings, on_cluster.cancel if on_cluster else None)
     seconds = time.monotonic() - started
     summaries = []

@@ -34,6 +34,7 @@ import pytest
 from beam_curator.checkpoint import open_store
 from beam_curator.runners import WorkerPool
 from beam_curator.runners.job_server import JOB_SERVERS, job_server_jar
+from beam_curator.runners.services import end_orphans
 from beam_curator.workflows import ExactDeduplicationWorkflow
 from stages_for_tests import killed_on_a_runner_and_resumed, run_and_resume, writer_pids
 
@@ -345,7 +346,9 @@ class ClusterChecks:
                 else:
                     first.send_signal(signal.SIGKILL)
                     first.wait(timeout=30)
-                    wait_until_idle(cluster)  # the job server it started lives on and may finish the job
+                    # The job server it started lives on, and is what the next run's start ends.
+                    assert "job-server" in end_orphans(), "the killed driver's job server was not found"
+                    wait_until_idle(cluster)
             finally:
                 try:
                     os.killpg(first.pid, signal.SIGKILL)  # the job server it started, if it outlived it

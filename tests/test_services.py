@@ -44,7 +44,7 @@ def start_holding(tmp_path: Path, *flags: str) -> tuple[subprocess.Popen, list[d
     markers = [json.loads(path.read_text()) for path in MARKERS.glob("*.json")]
     held = [marker for marker in markers if marker["owner"] in owners]
     assert {marker["name"] for marker in held} == {"spark-master", "spark-worker", "s3proxy", "worker-pool"}, markers
-    assert all(group_alive(marker["group"]) for marker in held)
+    assert all(group_alive(marker["pid"]) for marker in held)
     return run, held
 
 
@@ -54,7 +54,7 @@ def group_alive(group: int) -> bool:
 
 def check_nothing_left(held: list[dict]) -> None:
     for marker in held:
-        assert not group_alive(marker["group"]), f"{marker['name']} is still running"
+        assert not group_alive(marker["pid"]), f"{marker['name']} is still running"
         assert not (MARKERS / f"{marker['owner']}-{marker['group']}.json").exists(), marker
     spark_folders = {path for marker in held if marker["name"].startswith("spark") for path in marker["paths"]}
     assert spark_folders and not [path for path in spark_folders if Path(path).exists()], spark_folders
@@ -73,7 +73,7 @@ def test_what_a_sigkilled_test_run_left_is_ended_by_the_next_service_started(tmp
     run, held = start_holding(tmp_path)
     run.send_signal(signal.SIGKILL)
     run.communicate(timeout=60)
-    assert all(group_alive(marker["group"]) for marker in held), "SIGKILL leaves them running"
+    assert all(group_alive(marker["pid"]) for marker in held), "SIGKILL leaves them running"
     ended = end_orphans()  # what Service.start calls first
     assert sorted(ended) == sorted(marker["name"] for marker in held)
     check_nothing_left(held)

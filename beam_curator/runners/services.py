@@ -6,10 +6,11 @@ goes to a log file whose tail goes into every error about it.
 
 Nothing is left behind. A process that exits any way but SIGKILL stops the
 services it still holds (an exit handler; SIGTERM and Ctrl-C unwind a run,
-see ``beam_curator.interrupts``). For SIGKILL, each running service leaves
-a marker naming its owner's pid, its own process group and its scratch
-folders (:data:`MARKERS`): the next service started on this machine ends
-the group and removes the folders of every marker whose owner is gone.
+see ``beam_curator.interrupts``). For SIGKILL, each running service, and
+each Beam job server a run started, leaves a marker naming its owner's pid,
+its own process group and its scratch folders (:data:`MARKERS`): the next
+service or run started on this machine ends the group and removes the
+folders of every marker whose owner is gone.
 """
 
 from __future__ import annotations
@@ -126,13 +127,8 @@ class Service:
         return MARKERS / f"{self.owner}-{self.pid}.json"
 
     def _write_marker(self) -> None:
-        MARKERS.mkdir(parents=True, exist_ok=True)
-        record = {"name": self.name, "owner": self.owner, "owner_started": _started(self.owner),
-                  "group": self.pid, "group_started": _started(self.pid),
-                  "paths": [*self.folders, *([self._log.name] if self._log else [])]}
-        temporary = self._marker.with_suffix(".tmp")
-        temporary.write_text(json.dumps(record))
-        temporary.replace(self._marker)
+        _write_marker(self._marker, self.name, self.owner, self.pid, True,
+                      [*self.folders, *([self._log.name] if self._log else [])])
 
     def _forget(self) -> None:
         assert self.process is not None
@@ -161,6 +157,8 @@ def _stop_running() -> None:
     for service in list(_running.values()):
         if service.owner == os.getpid():  # not in a forked child, which inherits the handler
             service.stop(grace=5.0)
+    for marker in _adopted:  # Beam stopped them (its handlers, registered later, ran first)
+        marker.unlink(missing_ok=True)
 
 
 def _started(pid: int) -> float | None:
@@ -171,9 +169,41 @@ def _started(pid: int) -> float | None:
         return None
 
 
+def _write_marker(marker: Path, name: str, owner: int, pid: int, group: bool, paths: list[str]) -> None:
+    """Record that ``owner`` runs process ``pid`` (with its process group, if ``group``) using ``paths``."""
+    MARKERS.mkdir(parents=True, exist_ok=True)
+    record = {"name": name, "owner": owner, "owner_started": _started(owner), "pid": pid, "pid_started": _started(pid),
+              "group": group, "paths": paths}
+    temporary = marker.with_suffix(".tmp")
+    temporary.write_text(json.dumps(record))
+    temporary.replace(marker)
+
+
+_adopted: list[Path] = []  # the markers of this process's Beam job servers
+
+
+def adopt_job_servers() -> None:
+    """Markers for the Beam job servers this process runs (``java -jar ...job-server...jar``, started by
+    Beam's runners, stopped by Beam at exit), so that one a SIGKILLed driver left, with its artifacts
+    folder, is ended by :func:`end_orphans` too: on a cluster it would go on running the job."""
+    for child in psutil.Process().children():
+        try:
+            command = child.cmdline()
+        except psutil.Error:
+            continue
+        marker = MARKERS / f"{os.getpid()}-{child.pid}.json"
+        if "-jar" not in command or "job-server" not in " ".join(command) or marker in _adopted:
+            continue
+        artifacts = command[command.index("--artifacts-dir") + 1] if "--artifacts-dir" in command else None
+        _write_marker(marker, "job-server", os.getpid(), child.pid, False,
+                      [str(Path(artifacts).parent)] if artifacts else [])
+        _adopted.append(marker)
+
+
 def end_orphans() -> list[str]:
-    """End the services whose owner died without stopping them (SIGKILL): SIGKILL
-    their process group, remove their scratch folders, log and marker. Returns their names."""
+    """End the services and job servers whose owner died without stopping them
+    (SIGKILL): SIGKILL their process group (a job server: the process),
+    remove their scratch folders, log and marker. Returns their names."""
     ended = []
     for marker in MARKERS.glob("*.json") if MARKERS.is_dir() else []:
         try:
@@ -182,12 +212,15 @@ def end_orphans() -> list[str]:
             continue  # being written, or removed meanwhile
         if record["owner_started"] is not None and _started(record["owner"]) == record["owner_started"]:
             continue  # its owner lives
-        if _started(record["group"]) in (None, record["group_started"]):
+        if not record["group"]:
+            if _started(record["pid"]) == record["pid_started"]:
+                os.kill(record["pid"], signal.SIGKILL)
+        elif _started(record["pid"]) in (None, record["pid_started"]):
             # No process has the group's number (a group outlives its leader, and Linux reuses no number a
             # group still has), or its leader is the one recorded: the group is the service's, not another's.
-            _signal_group(record["group"], signal.SIGKILL)
+            _signal_group(record["pid"], signal.SIGKILL)
             deadline = time.monotonic() + 10
-            while group_members(record["group"]) and time.monotonic() < deadline:
+            while group_members(record["pid"]) and time.monotonic() < deadline:
                 time.sleep(0.1)
         for path in map(Path, record["paths"]):
             if path.is_dir():
