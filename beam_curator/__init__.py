@@ -24,7 +24,7 @@ _EXPORTS = {
     "Pipeline": "beam_curator.pipeline",
     "RankingStrategy": "beam_curator.dedup.semantic.ranking",
     "Resources": "beam_curator.stages.resources",
-    "RunSummary": "beam_curator.run_summary",
+    "RunSummary": "beam_curator.running.summary",
     "SemanticDeduplicationWorkflow": "beam_curator.workflows",
     "TextDuplicatesRemovalWorkflow": "beam_curator.workflows",
     "TextSemanticDeduplicationWorkflow": "beam_curator.workflows",

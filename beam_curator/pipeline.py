@@ -1,9 +1,10 @@
 """``Pipeline``: build a list of stages and run it on a Beam runner.
 
 ``run_in_order`` checks the steps, builds them into one Beam pipeline and
-runs it; what a run did (``run_summary``), its progress bar and worker watch
-(``run_progress``), and the runs that report no Beam metrics (Dask's, and
-the in-process runner's: ``run_without_metrics``), live in modules of their own.
+runs it; what a run did (``running.summary``), its progress bar and worker
+watch (``running.progress``), and the runs that report no Beam metrics
+(Dask's, and the in-process runner's: ``running.without_metrics``), live in
+``beam_curator.running``.
 """
 
 from __future__ import annotations
@@ -21,15 +22,15 @@ from beam_curator.checkpoint import open_store
 from beam_curator.errors import RunInterrupted, interrupted, user_error_in
 from beam_curator.interrupts import reclaim_stops, stop_signal, stopped, stops_unwind_runs
 from beam_curator.logs import progress_shown, silence_library_noise, verbose
-from beam_curator.run_progress import progress_folders, progress_view, start_timeout_for, wait_watched, watching
-from beam_curator.run_summary import RunSummary, summary_from_metrics
-from beam_curator.run_in_process import check_runs_in_process
-from beam_curator.run_without_metrics import Engine, in_process, on_dask, run_without_metrics
 from beam_curator.runners import pipeline_options
 from beam_curator.runners.dask import is_dask
 from beam_curator.runners.flink_runner import flink_run_jobs
 from beam_curator.runners.options import IN_PROCESS
 from beam_curator.runners.services import adopt_job_servers, end_orphans
+from beam_curator.running.in_process import check_runs_in_process
+from beam_curator.running.progress import progress_folders, progress_view, start_timeout_for, wait_watched, watching
+from beam_curator.running.summary import RunSummary, summary_from_metrics
+from beam_curator.running.without_metrics import Engine, in_process, on_dask, run_without_metrics
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.base import flatten_stages
 from beam_curator.transforms import CuratorStages, PipelineDefinitionError, locate_source_and_sink
@@ -124,7 +125,7 @@ def run_in_order(
     step runs as a Beam pipeline of its own: its runner gives the root task's
     outputs one bag partition, so a step started from inside a pipeline would
     run its partitions one after another. The in-process runner runs each
-    step after the one before, without Beam (``beam_curator.run_in_process``).
+    step after the one before, without Beam (``beam_curator.running.in_process``).
     Settings as in :meth:`Pipeline.run`.
     """
     unchecked = [pipeline.name for pipeline, checkpoint in steps[:-1] if not checkpoint]

@@ -122,7 +122,7 @@ def test_after_a_stop_only_our_own_messages_show_until_the_next_run(sig: signal.
 def test_a_second_stop_while_the_first_unwinds_the_run_leaves_at_once(where: str) -> None:
     """A run slow to unwind (a job being cancelled, a job server or cluster slow to stop at exit) is left
     at once on a second Ctrl-C or SIGTERM, with one line and the second signal's status."""
-    script = f"""if True:
+    script = """if True:
         import atexit, os, signal, sys, time
         from beam_curator import interrupts
         def slow_to_stop():

@@ -26,7 +26,7 @@ from beam_curator.runners.job_server import JOB_SERVERS, job_server_jar, require
 from beam_curator.runners.local_workers import LocalMultiProcessRunner
 from beam_curator.runners.services import answers
 
-IN_PROCESS = "in-process"  # runs no Beam pipeline: beam_curator.run_in_process
+IN_PROCESS = "in-process"  # runs no Beam pipeline: beam_curator.running.in_process
 RUNNERS = ("local", "local-multiprocess", "portable", "flink", "spark", "dask", IN_PROCESS)
 ENVIRONMENT_TYPES = ("LOOPBACK", "EXTERNAL", "PROCESS", "DOCKER")
 
@@ -199,7 +199,7 @@ def runner_args(
     scheduler at ``dask_address`` (``tcp://host:8786``), or on a LocalCluster
     of ``num_workers`` worker processes started for the run. ``in-process`` runs no Beam pipeline:
     the stages run in this thread, one partition after another, which saves Beam's fixed costs
-    (about half a second per chain) on small inputs (:mod:`beam_curator.run_in_process`). A PROCESS
+    (about half a second per chain) on small inputs (:mod:`beam_curator.running.in_process`). A PROCESS
     ``environment_config`` may be just the boot command. Settings that do not belong to ``runner`` are an error
     rather than silently ignored.
     """

@@ -163,7 +163,7 @@ class CuratorStages(beam.PTransform):
         """Under ``list_in_driver``, what ``expand`` does first, here: the
         refusals (naming the chain ``name``), the checkpoint read, and the
         source run, its listing kept in ``listing``. An engine that runs the
-        stages without Beam (``beam_curator.run_in_process``) calls it alone."""
+        stages without Beam (``beam_curator.running.in_process``) calls it alone."""
         if not self.list_in_driver:
             raise PipelineDefinitionError("partitions are listed in the driver only with list_in_driver=True")
         completed, started = self._start(name)

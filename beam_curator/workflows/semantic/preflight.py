@@ -13,7 +13,7 @@ from typing import Iterator
 import fsspec
 import pyarrow as pa
 
-from beam_curator.run_lock import run_lock
+from beam_curator.running.lock import run_lock
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.overlap import check_paths
 from beam_curator.stages.io.parquet import parquet_metadata

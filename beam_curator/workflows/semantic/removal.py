@@ -17,7 +17,7 @@ from beam_curator.stages.io import JsonlReader, JsonlWriter, ParquetReader, Parq
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.fingerprint import check_mode
 from beam_curator.stages.io.overlap import check_paths
-from beam_curator.run_lock import run_lock
+from beam_curator.running.lock import run_lock
 from beam_curator.stages.io.parquet import parquet_files, parquet_metadata, read_parquet
 from beam_curator.stages.io.partitioning import expand_paths
 from beam_curator.tasks import DocumentBatch

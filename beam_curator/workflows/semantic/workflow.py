@@ -18,7 +18,7 @@ from beam_curator.errors import store_outages_named
 from beam_curator.dedup.semantic.ranking import RankingStrategy
 from beam_curator.stages.io import ParquetReader
 from beam_curator.stages.io.overlap import check_paths
-from beam_curator.run_lock import run_lock
+from beam_curator.running.lock import run_lock
 from beam_curator.stages.io.parquet import parquet_files
 from beam_curator.writing import write_atomically
 from beam_curator.workflows.phases import BeamSettings, PhaseBook, digest, files_below, remove_tree

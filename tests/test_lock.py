@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from beam_curator.data import sample_corpus_path
-from beam_curator.run_lock import RunInProgressError, lock_file, run_lock
+from beam_curator.running.lock import RunInProgressError, lock_file, run_lock
 
 HOLD = """
 import sys, time
-from beam_curator.run_lock import run_lock
+from beam_curator.running.lock import run_lock
 with run_lock({"output_path": sys.argv[1]}):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))
@@ -63,13 +63,13 @@ def test_a_killed_holders_lock_is_taken_over_with_a_warning(tmp_path: Path, capl
     first = holder(tmp_path / "out", 60)
     first.send_signal(signal.SIGKILL)
     first.wait()
-    with caplog.at_level(logging.WARNING, logger="beam_curator.run_lock"):
+    with caplog.at_level(logging.WARNING, logger="beam_curator.running.lock"):
         with run_lock({"output_path": str(tmp_path / "out")}):
             record = json.loads(lock_file(str(tmp_path / "out")).read_text())
             assert record["pid"] == os.getpid() and record["running"]
     assert f"(pid {first.pid} on host {socket.gethostname()}" in caplog.text and "ended without finishing" in caplog.text
     assert lock_file(str(tmp_path / "out")).read_text() == "", "a finished run leaves nothing to warn about"
-    with caplog.at_level(logging.WARNING, logger="beam_curator.run_lock"):
+    with caplog.at_level(logging.WARNING, logger="beam_curator.running.lock"):
         caplog.clear()
         with run_lock({"output_path": str(tmp_path / "out")}):
             pass
@@ -79,7 +79,7 @@ def test_a_killed_holders_lock_is_taken_over_with_a_warning(tmp_path: Path, capl
 def test_a_stale_lock_file_from_another_host_is_taken_over(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = lock_file(str(tmp_path / "out"))
     path.write_text(json.dumps({"host": "node-17", "pid": 4242, "started": 0, "running": True}))
-    with caplog.at_level(logging.WARNING, logger="beam_curator.run_lock"):
+    with caplog.at_level(logging.WARNING, logger="beam_curator.running.lock"):
         with run_lock({"output_path": str(tmp_path / "out")}):
             pass
     assert "pid 4242 on host node-17" in caplog.text

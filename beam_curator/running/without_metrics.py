@@ -18,9 +18,9 @@ from typing import Callable
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_curator.run_in_process import run_in_process
-from beam_curator.run_progress import progress_view, watching
-from beam_curator.run_summary import RunSummary
+from beam_curator.running.in_process import run_in_process
+from beam_curator.running.progress import progress_view, watching
+from beam_curator.running.summary import RunSummary
 from beam_curator.runners.dask import run_on_dask
 from beam_curator.stages.lineage import source_key
 from beam_curator.transforms import CuratorStages
@@ -48,7 +48,7 @@ def on_dask(options: PipelineOptions) -> Engine:
 
 
 def in_process(name: str, transform: CuratorStages) -> Callable[[], dict[str, int]]:
-    """The chain run in this process (``beam_curator.run_in_process``)."""
+    """The chain run in this process (``beam_curator.running.in_process``)."""
     transform.list_pending(name)
     return lambda: run_in_process(transform)
 
