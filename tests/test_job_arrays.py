@@ -186,15 +186,19 @@ def called_partitions(log: Path) -> list[str]:
     return ["_".join(line.split("_")[:2]) for line in log.read_text().splitlines()] if log.exists() else []
 
 
-def kill_when_started(process: subprocess.Popen, log: Path, console: Path) -> None:
-    """SIGKILL the shard once the slow stage has begun its second partition."""
+def kill_when_started(process: subprocess.Popen, log: Path, console: Path, sig: signal.Signals) -> None:
+    """Stop the shard with ``sig`` once the slow stage has begun its second partition: SIGKILL (its node
+    died), or SIGTERM (Slurm's scancel or time limit), which it answers with one line and exit 143."""
     deadline = time.monotonic() + 120
     while len(called_partitions(log)) < 2:
         assert process.poll() is None, f"the shard ended before it could be killed:\n{console.read_text()[-3000:]}"
         assert time.monotonic() < deadline, "the shard never started its second partition"
         time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait(timeout=30)
+    process.send_signal(sig)
+    status = process.wait(timeout=60)
+    if sig == signal.SIGTERM:
+        assert status == 143, console.read_text()[-3000:]
+        assert console.read_text().splitlines()[-1].startswith("stopped by SIGTERM; "), console.read_text()[-3000:]
 
 
 def writer_marks(metadata: Path) -> dict[int, set[str]]:
@@ -211,7 +215,10 @@ def writer_marks(metadata: Path) -> dict[int, set[str]]:
 
 
 @pytest.mark.slow
-def test_shards_started_at_once_share_one_checkpoint_and_only_the_killed_one_is_resubmitted(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_shards_started_at_once_share_one_checkpoint_and_only_the_killed_one_is_resubmitted(
+    tmp_path: Path, sig: signal.Signals,
+) -> None:
     input_dir = write_corpus(tmp_path / "in", FILES)
     shards = shard_ids(input_dir, SHARDS)
     every = set().union(*shards)
@@ -226,7 +233,7 @@ def test_shards_started_at_once_share_one_checkpoint_and_only_the_killed_one_is_
         with consoles[index].open("w") as sink:  # a file, not a pipe nobody reads, which could fill and block
             processes[index] = subprocess.Popen(
                 shard_command(tmp_path, index, f"shard-{index}.log"), stdout=sink, stderr=subprocess.STDOUT)
-    kill_when_started(processes[killed], tmp_path / f"shard-{killed}.log", consoles[killed])
+    kill_when_started(processes[killed], tmp_path / f"shard-{killed}.log", consoles[killed], sig)
     for index, process in processes.items():
         if index != killed:
             assert process.wait(timeout=300) == 0, consoles[index].read_text()[-3000:]
