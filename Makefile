@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 3
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test bench install clean
@@ -18,6 +18,8 @@ demo: $(STAMP)
 
 # Tests in PYTEST_WORKERS processes, a test file to each in collection order: the two cluster files
 # (tests/test_cluster_*.py, the longest) start first, on separate workers, each starting its cluster once.
+# Three on two cores: the cluster tests wait on JVMs and engines, and a third worker runs the other files
+# meanwhile (the suite then keeps both cores busy).
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q --durations=30 -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
 

@@ -129,9 +129,10 @@ def test_a_stop_ends_the_run_with_one_line_and_the_signals_exit_status(
         os.killpg(first.pid, sig)
         assert first.wait(timeout=60) == status, errors.read_text()[-3000:]
     marked = open_store(str(tmp_path / "ckpt")).completed()
-    (line,) = errors.read_text().splitlines()
-    said = re.fullmatch(rf"{stopped}; (\d+) partitions of 'resume' complete: rerun the same command to resume", line)
-    assert said and int(said[1]) <= len(marked) < FILES, line  # a worker may finish one more as the driver ends
+    lines = errors.read_text().splitlines()
+    assert len(lines) == 1, errors.read_text()[-5000:]
+    said = re.fullmatch(rf"{stopped}; (\d+) partitions of 'resume' complete: rerun the same command to resume", lines[0])
+    assert said and int(said[1]) <= len(marked) < FILES, lines  # a worker may finish one more as the driver ends
     second = subprocess.run(run, capture_output=True, text=True, timeout=180, env=environment)
     assert second.returncode == 0, second.stderr[-3000:]
     assert json.loads(second.stdout.strip().splitlines()[-1])["skipped"] == len(marked)

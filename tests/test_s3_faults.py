@@ -301,7 +301,7 @@ def test_an_outage_mid_run_raises_one_clear_error_and_the_rerun_completes(
     corpus = uploaded_corpus(s3_server, s3_bucket, tmp_path, 6)
     out, ckpt = f"{s3_bucket}/out", f"{s3_bucket}/ckpt"
     pipeline = resume_pipeline(f"{s3_bucket}/in", out, str(tmp_path / "calls.log"), 0)
-    pipeline.stages.insert(1, KillTheStore(s3_server.process.pid, "part-003.jsonl", str(tmp_path / "killed")))
+    pipeline.stages.insert(1, KillTheStore(s3_server.service.pid, "part-003.jsonl", str(tmp_path / "killed")))
     try:
         with pytest.raises(ObjectStoreUnreachableError) as raised:
             pipeline.run(checkpoint_path=ckpt, progress=False)

@@ -148,7 +148,10 @@ def close_local_clusters() -> None:
     each worker given ``WORKER_EXIT_SECONDS`` to exit before dask kills it (and says so)."""
     while _local_clusters:
         _, cluster = _local_clusters.popitem()
-        cluster.sync(_close_workers, cluster)
+        try:
+            cluster.sync(_close_workers, cluster)
+        except OSError as error:  # dask's CommClosedError: a SIGTERM to the process group ended the workers
+            logger.debug("the dask workers were gone before their cluster closed: %s", error)
         cluster.close()
 
 

@@ -108,7 +108,7 @@ class Service:
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             self.process.poll()  # reap the leader, or the group never looks empty
-            if not group_members(group):
+            if not _signal_group(group, 0):
                 break
             time.sleep(0.1)
         _signal_group(group, signal.SIGKILL)
