@@ -29,7 +29,7 @@ from typing import IO, Callable
 
 import psutil
 
-# One marker per running service: ``<owner pid>-<group>.json``.
+# One marker per running service or job server: ``<owner pid>-<its pid>.json``.
 MARKERS = Path(tempfile.gettempdir()) / "beam-curator-services"
 
 
@@ -127,7 +127,7 @@ class Service:
         return MARKERS / f"{self.owner}-{self.pid}.json"
 
     def _write_marker(self) -> None:
-        _write_marker(self._marker, self.name, self.owner, self.pid, True,
+        _write_record(self._marker, self.name, self.owner, self.pid, True,
                       [*self.folders, *([self._log.name] if self._log else [])])
 
     def _forget(self) -> None:
@@ -169,7 +169,7 @@ def _started(pid: int) -> float | None:
         return None
 
 
-def _write_marker(marker: Path, name: str, owner: int, pid: int, group: bool, paths: list[str]) -> None:
+def _write_record(marker: Path, name: str, owner: int, pid: int, group: bool, paths: list[str]) -> None:
     """Record that ``owner`` runs process ``pid`` (with its process group, if ``group``) using ``paths``."""
     MARKERS.mkdir(parents=True, exist_ok=True)
     record = {"name": name, "owner": owner, "owner_started": _started(owner), "pid": pid, "pid_started": _started(pid),
@@ -195,7 +195,7 @@ def adopt_job_servers() -> None:
         if "-jar" not in command or "job-server" not in " ".join(command) or marker in _adopted:
             continue
         artifacts = command[command.index("--artifacts-dir") + 1] if "--artifacts-dir" in command else None
-        _write_marker(marker, "job-server", os.getpid(), child.pid, False,
+        _write_record(marker, "job-server", os.getpid(), child.pid, False,
                       [str(Path(artifacts).parent)] if artifacts else [])
         _adopted.append(marker)
 
