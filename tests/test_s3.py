@@ -41,7 +41,11 @@ def fsspec_defaults(monkeypatch: pytest.MonkeyPatch):
     """Workflows given ``storage_options`` make them fsspec's defaults for the
     protocol (here and, through ``FSSPEC_S3``, in workers): undone after each test."""
     monkeypatch.setattr(fsspec.config, "conf", dict(fsspec.config.conf))
-    monkeypatch.delenv("FSSPEC_S3", raising=False)
+    # Set, then removed: monkeypatch restores only what it changed, and a delenv of a variable that was not
+    # there records nothing, so the FSSPEC_S3 a workflow then set (this server's endpoint) outlived the test
+    # and sent a later test's command past its failing front (seen in CI, when both files shared a worker).
+    monkeypatch.setenv("FSSPEC_S3", "{}")
+    monkeypatch.delenv("FSSPEC_S3")
 
 
 @pytest.fixture

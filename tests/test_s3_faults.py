@@ -42,6 +42,7 @@ def s3_env(s3_server, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str
     environment = {**s3_server.environment(), **QUICK_GIVE_UP}
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
+    monkeypatch.delenv("FSSPEC_S3", raising=False)  # an endpoint there would win over the environment's
     s3fs.S3FileSystem.clear_instance_cache()
     yield {**os.environ, **environment}
     s3fs.S3FileSystem.clear_instance_cache()
@@ -57,6 +58,7 @@ def failing_front(s3_server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
     front = FailingFront(s3_server, tmp_path / "store-fails")
     for name, value in {**front.environment(s3_server), **QUICK_GIVE_UP}.items():
         monkeypatch.setenv(name, value)
+    monkeypatch.delenv("FSSPEC_S3", raising=False)  # an endpoint there would bypass the front
     s3fs.S3FileSystem.clear_instance_cache()
     yield front
     s3fs.S3FileSystem.clear_instance_cache()
