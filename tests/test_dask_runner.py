@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from beam_curator import Pipeline
@@ -167,3 +168,40 @@ def test_closing_the_local_cluster_waits_for_a_worker_slow_to_exit_without_a_nan
     assert done.returncode == 0, done.stderr[-3000:]
     assert "2 completed this run" in done.stdout
     assert "nanny" not in done.stderr and "still alive" not in done.stderr, done.stderr[-3000:]
+
+
+def test_the_local_clusters_workers_of_a_sigkilled_driver_exit_and_the_next_cluster_removes_their_folders(
+    tmp_path: Path,
+) -> None:
+    """A SIGKILLed driver's LocalCluster is not ended by the package's markers: its worker processes watch
+    their parent and exit with it, and the next LocalCluster started on the machine removes the scratch
+    folders they left (dask's own clean-up of folders no live worker locks)."""
+    ready = tmp_path / "ready"
+    driver = subprocess.Popen([sys.executable, "-c", (
+        "import pathlib, sys, time\n"
+        "from beam_curator.runners.dask import _local_cluster\n"
+        "if __name__ == '__main__':\n"
+        "    _local_cluster(2)\n"
+        "    pathlib.Path(sys.argv[1]).touch()\n"
+        "    time.sleep(600)\n"), str(ready)])
+    deadline = time.monotonic() + 180
+    while not ready.exists():
+        assert driver.poll() is None and time.monotonic() < deadline, "the driver did not start its cluster"
+        time.sleep(0.2)
+    workers = [child for child in psutil.Process(driver.pid).children(recursive=True)
+               if any(path.path.endswith(".dirlock") for path in child.open_files())]
+    folders = {Path(path.path).with_suffix("") for worker in workers for path in worker.open_files()
+               if path.path.endswith(".dirlock")}
+    assert len(workers) == 2 and all(folder.is_dir() for folder in folders), (workers, folders)
+    driver.kill()
+    driver.wait()
+    gone, alive = psutil.wait_procs(workers, timeout=60)
+    assert not alive, f"workers outlived their SIGKILLed driver: {alive}"
+    assert all(folder.is_dir() for folder in folders), "SIGKILL leaves their folders"
+    next_run = subprocess.run([sys.executable, "-c", (
+        "from beam_curator.runners.dask import _local_cluster, close_local_clusters\n"
+        "if __name__ == '__main__':\n"
+        "    _local_cluster(1)\n"
+        "    close_local_clusters()\n")], capture_output=True, text=True, timeout=180)
+    assert next_run.returncode == 0, next_run.stderr[-3000:]
+    assert not [folder for folder in folders if folder.exists()], "the next cluster left the killed one's folders"

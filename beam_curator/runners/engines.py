@@ -14,7 +14,6 @@ settings are the same (``flink_master=`` the JobManager's REST address,
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -27,7 +26,7 @@ from pathlib import Path
 
 from beam_curator.runners.flink_runner import cancel_job
 from beam_curator.runners.job_server import require_java
-from beam_curator.runners.services import Service, free_port
+from beam_curator.runners.services import Service, free_port, get_json
 
 # Java 17 closes these to reflection; both engines' serializers and memory managers use them.
 JAVA_OPENS = [f"--add-opens=java.base/{package}=ALL-UNNAMED" for package in (
@@ -42,11 +41,6 @@ def _package_dir(module: str, extra: str) -> Path:
     except ImportError as error:
         raise RuntimeError(f"{module} is not installed: pip install \"beam-curator[{extra}]\"") from error
     return Path(package.__file__).resolve().parent if package.__file__ else Path(list(package.__path__)[0])
-
-
-def _get_json(url: str, timeout: float = 10.0) -> object:
-    with urllib.request.urlopen(url, timeout=timeout) as response:
-        return json.loads(response.read())
 
 
 class _Cluster:
@@ -174,7 +168,7 @@ class FlinkCluster(_Cluster):
             if self.taskmanager and self.taskmanager.process and self.taskmanager.process.poll() is not None:
                 raise RuntimeError(f"the TaskManager exited:\n{self.log('taskmanager')}")
             try:
-                if _get_json(f"http://{self.master}/overview").get("slots-total", 0) >= self.slots:
+                if get_json(f"http://{self.master}/overview").get("slots-total", 0) >= self.slots:
                     return
             except OSError:
                 pass
@@ -183,7 +177,7 @@ class FlinkCluster(_Cluster):
 
     def jobs(self) -> list[dict]:
         """The cluster's jobs (``id``, ``status``), from the REST API."""
-        return _get_json(f"http://{self.master}/jobs")["jobs"]
+        return get_json(f"http://{self.master}/jobs")["jobs"]
 
     def cancel(self, job_id: str) -> None:
         """Cancel a job through the REST API (:func:`~beam_curator.runners.flink_runner.cancel_job`)."""
@@ -247,7 +241,7 @@ class SparkCluster(_Cluster):
 
     def state(self) -> dict:
         """The master's view (``workers``, ``activeapps``...), from its web UI's JSON."""
-        return _get_json(f"http://localhost:{self.ui_port}/json/")
+        return get_json(f"http://localhost:{self.ui_port}/json/")
 
     def kill_application(self, app_id: str) -> None:
         """Kill an application from the master, as its web UI's kill link does."""

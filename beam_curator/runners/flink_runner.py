@@ -18,7 +18,6 @@ each run gets, :func:`run_job_name`) and cancels them.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 import urllib.error
@@ -28,6 +27,8 @@ import uuid
 from apache_beam.options import pipeline_options as beam_options
 from apache_beam.runners.portability import job_server
 from apache_beam.runners.portability.flink_runner import FlinkRunner
+
+from beam_curator.runners.services import get_json
 
 # Started job servers by the settings that configure them; each is stopped when the process exits.
 _JOB_SERVERS: dict[str, job_server.JobServer] = {}
@@ -60,11 +61,6 @@ def rest_url(master: str) -> str:
     return f"http://{re.sub(r'^[a-z]+://', '', master).rstrip('/')}"
 
 
-def _get_json(url: str) -> dict:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.loads(response.read())
-
-
 def cancel_job(master: str, job_id: str) -> None:
     """Cancel a job, as ``flink cancel`` does. A job that reached another end in
     the meantime (Flink answers 409 Conflict) is left as it is; one the cluster
@@ -73,7 +69,7 @@ def cancel_job(master: str, job_id: str) -> None:
     try:
         urllib.request.urlopen(request, timeout=10).close()
     except urllib.error.HTTPError as error:
-        state = _get_json(f"{rest_url(master)}/jobs/{job_id}").get("state") if error.code == 409 else None
+        state = get_json(f"{rest_url(master)}/jobs/{job_id}").get("state") if error.code == 409 else None
         if state not in _ENDED:
             raise
 
@@ -87,7 +83,7 @@ class FlinkRunJobs:
         self.before = {job["jid"] for job in self._named()}
 
     def _named(self) -> list[dict]:
-        return [job for job in _get_json(f"{rest_url(self.master)}/jobs/overview")["jobs"] if job["name"] == self.name]
+        return [job for job in get_json(f"{rest_url(self.master)}/jobs/overview")["jobs"] if job["name"] == self.name]
 
     def cancel(self, timeout: float = 30.0, appear_within: float = 10.0) -> dict[str, str]:
         """Cancel the run's jobs that still run, and wait up to ``timeout`` for

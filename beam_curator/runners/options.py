@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import re
-import urllib.request
 
 from apache_beam.options.pipeline_options import FlinkRunnerOptions, PipelineOptions
 
@@ -24,7 +23,7 @@ from beam_curator.runners.dask import dask_flags
 from beam_curator.runners.flink_runner import SharedJobServerFlinkRunner, rest_url, run_job_name
 from beam_curator.runners.job_server import JOB_SERVERS, job_server_jar, require_java
 from beam_curator.runners.local_workers import LocalMultiProcessRunner
-from beam_curator.runners.services import answers
+from beam_curator.runners.services import answers, get_json
 
 IN_PROCESS = "in-process"  # runs no Beam pipeline: beam_curator.running.in_process
 RUNNERS = ("local", "local-multiprocess", "portable", "flink", "spark", "dask", IN_PROCESS)
@@ -104,8 +103,7 @@ def _check_flink_version(master: str) -> None:
     served = JOB_SERVERS["flink"].engine_version
     url = f"{rest_url(master)}/config"
     try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            version = json.loads(response.read()).get("flink-version", "")
+        version = get_json(url, timeout=5).get("flink-version", "")
     except (OSError, ValueError) as error:
         raise ConnectionError(f"--flink_master {master} answers, but not as Flink's REST API ({url}: {error}); "
                               "give the JobManager's REST address (rest.port, 8081 by default)") from error

@@ -24,6 +24,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import IO, Callable
 
@@ -31,6 +32,12 @@ import psutil
 
 # One marker per running service or job server: ``<owner pid>-<its pid>.json``.
 MARKERS = Path(tempfile.gettempdir()) / "beam-curator-services"
+
+
+def get_json(url: str, timeout: float = 10.0) -> dict:
+    """The JSON a service's HTTP API answers at ``url`` (a REST API, a web UI's JSON)."""
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return json.loads(response.read())
 
 
 def free_port() -> int:
