@@ -107,11 +107,12 @@ class TestOnFlink(ClusterChecks):
 def test_a_cluster_takes_flink_settings_over_its_own() -> None:
     """``conf`` reaches the daemons, over the cluster's own entries: what sizing a TaskManager's direct memory
     for a batch-mode job needs (bench_star_components' ``--flink-conf``)."""
-    from beam_curator.runners.engines import FlinkCluster, _get_json
+    from beam_curator.runners.engines import FlinkCluster
+    from beam_curator.runners.services import get_json
 
     with FlinkCluster(slots=1, conf={"taskmanager.memory.task.off-heap.size": "96m",
                                      "restart-strategy.fixed-delay.attempts": 7}) as flink:
-        (taskmanager,) = _get_json(f"http://{flink.master}/taskmanagers")["taskmanagers"]
-        settings = {entry["key"]: entry["value"] for entry in _get_json(f"http://{flink.master}/jobmanager/config")}
+        (taskmanager,) = get_json(f"http://{flink.master}/taskmanagers")["taskmanagers"]
+        settings = {entry["key"]: entry["value"] for entry in get_json(f"http://{flink.master}/jobmanager/config")}
     assert taskmanager["memoryConfiguration"]["taskOffHeap"] == 96 * 2**20
     assert settings["restart-strategy.fixed-delay.attempts"] == "7"
