@@ -28,6 +28,7 @@ _EXPORTS = {
     "SemanticDeduplicationWorkflow": "beam_curator.workflows",
     "TextDuplicatesRemovalWorkflow": "beam_curator.workflows",
     "TextSemanticDeduplicationWorkflow": "beam_curator.workflows",
+    "unwrap_errors": "beam_curator.logs",
 }
 __all__ = sorted(_EXPORTS)
 

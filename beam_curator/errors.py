@@ -28,6 +28,18 @@ class CuratorSettingsError(CuratorError, ValueError):
     """A workflow's parameter that cannot work, found when the workflow is made (before anything runs)."""
 
 
+# What to do with an input record that cannot be used (the readers', the workflows' and the dedup
+# transforms' on_bad_record): stop with an error naming it, or drop it and count it.
+ON_BAD_RECORD = ("raise", "skip")
+
+
+def check_on_bad_record(on_bad_record: str, owner: str | None = None) -> None:
+    """``on_bad_record`` is one of :data:`ON_BAD_RECORD`; a ``ValueError`` naming ``owner`` otherwise."""
+    if on_bad_record not in ON_BAD_RECORD:
+        where = f"{owner}: " if owner else ""
+        raise ValueError(f"{where}on_bad_record must be 'raise' or 'skip', not {on_bad_record!r}")
+
+
 class OutputWriteError(CuratorError, OSError):
     """A file (an output, a cache file, a checkpoint mark) could not be written
     for lack of space; the message names it. Nothing incomplete was kept under

@@ -173,6 +173,26 @@ def silence_library_noise() -> None:
 
 
 @contextmanager
+def unwrap_errors() -> Iterator[None]:
+    """One of the package's errors raised inside a Beam stage comes out of
+    the body as that error alone, as ``Pipeline.run`` raises it: its message
+    once, without Beam's step notes, its re-raises and the workers'
+    tracebacks (kept as ``__cause__`` when verbose), and Beam's logging of it
+    dropped. For a user's own pipeline:
+    ``with unwrap_errors(), beam.Pipeline(...) as pipeline:``. Other errors
+    and a Ctrl-C come out as raised."""
+    logging.basicConfig()  # as making a beam.Pipeline does, first, so that the filter goes on its handler
+    silence_library_noise()
+    try:
+        yield
+    except Exception as error:
+        found = None if interrupted(error) else user_error_in(error)
+        if found is None or (type(found) is type(error) and str(found) == str(error)):
+            raise  # not the package's error, or already as the user needs it (raised in this process, unwrapped)
+        raise found from (error if verbose() else None)
+
+
+@contextmanager
 def model_loading() -> Iterator[None]:
     """Loading a model without the model libraries' bars (transformers'
     "Loading weights") unless verbose: a worker may load one per process."""

@@ -19,9 +19,9 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_curator.checkpoint import open_store
-from beam_curator.errors import RunInterrupted, interrupted, user_error_in
+from beam_curator.errors import RunInterrupted, interrupted
 from beam_curator.interrupts import reclaim_stops, stop_signal, stopped, stops_unwind_runs
-from beam_curator.logs import progress_shown, silence_library_noise, verbose
+from beam_curator.logs import progress_shown, silence_library_noise, unwrap_errors, verbose
 from beam_curator.runners import pipeline_options
 from beam_curator.runners.dask import is_dask
 from beam_curator.runners.flink_runner import flink_run_jobs
@@ -152,17 +152,15 @@ def _reported(steps: list[tuple[Pipeline, str | None]], map_size: int) -> Iterat
     as ``RunInterrupted`` saying what is kept, and an error about input or
     settings raised inside a Beam stage (in this process or a worker's, which
     Beam wraps) as that same ``CuratorError``, its message without Beam's step
-    notes. The original stays attached (``__cause__``) when logging is verbose."""
+    notes (``logs.unwrap_errors``). The original stays attached (``__cause__``) when logging is verbose."""
     try:
-        yield
+        with unwrap_errors():
+            yield
     except BaseException as error:
         if interrupted(error):
             how = stop_signal() or signal.SIGINT
             raise RunInterrupted(_interrupted(steps, map_size, how), how) from (error if verbose() else None)
-        found = user_error_in(error) if isinstance(error, Exception) else None
-        if found is None or (type(found) is type(error) and str(found) == str(error)):
-            raise  # not the package's error, or already as the user needs it (raised in this process, unwrapped)
-        raise found from (error if verbose() else None)
+        raise
 
 
 def _interrupted(steps: list[tuple[Pipeline, str | None]], map_size: int, how: int) -> str:

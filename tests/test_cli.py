@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Iterator
 
@@ -129,6 +130,13 @@ def test_semdedup_deduplicates_tiny_data_and_prints_a_summary(tmp_path: Path, ca
     [settings] = [folder for folder in embedding.iterdir() if folder.is_dir()]
     assert lines[1] == f"checkpoint {settings}" and "completed partitions: 2" in lines, lines
 
+    # Only eps changed: embedding, k-means and pairwise are reused, so the time row does not list them.
+    assert main([*common, "--output", str(tmp_path / "output"), "--eps", "0.02"]) == 0
+    rerun = summary_rows(capsys.readouterr().out)
+    timed = {part.rsplit(" ", 1)[0] for part in rerun["time (s)"].split(", ")}
+    assert rerun["this run"].startswith("ran ") and "embedding" not in rerun["this run"], rerun
+    assert "identification" in timed and not timed & {"embedding", "kmeans", "pairwise"}, rerun["time (s)"]
+
     # Without --eps: the eps table is printed, rounded, beside the paths of the CSV and the plot.
     assert main([*common, "--output", str(tmp_path / "analysis-only")]) == 0
     out = capsys.readouterr().out
@@ -158,10 +166,34 @@ def test_a_misspelt_option_is_an_error_naming_the_closest(capsys) -> None:
     assert "did you mean --n-clusters" in capsys.readouterr().err, "no prefix matching either"
 
 
-def test_version_and_help_with_every_default(capsys) -> None:
+def test_version_shows_the_torch_build_and_the_engines_as_getting_started_says(capsys) -> None:
+    from beam_curator.cli.install import ENGINES
+
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
-    assert exit_info.value.code == 0 and capsys.readouterr().out.strip() == f"beam-curator {beam_curator.__version__}"
+    lines = capsys.readouterr().out.splitlines()
+    assert exit_info.value.code == 0 and lines[0] == f"beam-curator {beam_curator.__version__}"
+    assert lines[1] == f"apache-beam {metadata.version('apache-beam')}"
+    assert lines[2].startswith(f"torch {metadata.version('torch')}"), lines
+    assert re.fullmatch(r"torch \S+ \((CUDA \S+|ROCm \S+|CPU only)\)", lines[2]), lines[2]
+    engines = lines[3]
+    assert engines.startswith("engines: ") and f"sentence-transformers {metadata.version('sentence-transformers')}" in engines
+    for engine in ENGINES:  # each named once: installed with its version, or among those not installed
+        assert len(re.findall(rf"\b{re.escape(engine)}\b", engines)) == 1, (engine, engines)
+    # The page shows the same lines, in the same order.
+    page = (Path(__file__).parents[1] / "docs" / "getting-started.md").read_text()
+    shown = page.split("beam-curator --version\n```")[1].split("```text\n")[1].split("```")[0].splitlines()
+    assert [line.split()[0] for line in shown] == [line.split()[0] for line in lines] == [
+        "beam-curator", "apache-beam", "torch", "engines:"]
+    # Cheap: nothing it reports on is imported.
+    loaded = subprocess.run([sys.executable, "-c", "import sys\nfrom beam_curator.cli.main import main\ntry:\n main(['--version'])\n"
+                             "except SystemExit:\n print(sorted(m for m in sys.modules if m.split('.')[0] in "
+                             "('torch', 'onnxruntime', 'openvino', 'model2vec', 'sentence_transformers', 'vllm')))"],
+                            capture_output=True, text=True, timeout=120)
+    assert loaded.stdout.splitlines()[-1] == "[]", loaded.stdout + loaded.stderr
+
+
+def test_version_and_help_with_every_default(capsys) -> None:
     parser = build_parser()
     for command, sub in parser._subparsers._group_actions[0].choices.items():
         help_text = " ".join(sub.format_help().split())
@@ -175,6 +207,12 @@ def test_version_and_help_with_every_default(capsys) -> None:
                 assert "".join(shown.split()) in unwrapped and "default" in shown, f"{command} {action.option_strings}: {shown}"
     sem_help = " ".join(parser._subparsers._group_actions[0].choices["semdedup"].format_help().split())
     assert "k-means clusters (default: 100)" in sem_help and "(default: unset)" in sem_help
+    # The command list and positional arguments are always given: no default beside them.
+    top_help = " ".join(parser.format_help().split())
+    assert "(default: unset)" not in top_help and "default" not in top_help.split("options:")[0], top_help
+    assert "--quiet warnings and errors only: no progress bars, no summary logs (default: off)" in top_help
+    checkpoint_help = " ".join(parser._subparsers._group_actions[0].choices["checkpoint"].format_help().split())
+    assert "(default: unset)" not in checkpoint_help.split("options:")[0], checkpoint_help
 
 
 SITE_HOOKS = '''\

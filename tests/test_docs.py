@@ -127,11 +127,22 @@ def check_semantic_outputs(folder: Path) -> None:
     assert (folder / "results" / "deduplicated").is_dir()
 
 
+def check_fuzzy_outputs(folder: Path) -> None:
+    """The clean files the page says its two examples write on the sample are the ones they wrote."""
+    said = re.search(r"on the sample: (\w+) files? from the Python example above, (\w+) from the command",
+                     " ".join((ROOT / "docs" / "dedup" / "fuzzy.md").read_text().split()))
+    assert said, "docs/dedup/fuzzy.md no longer says how many clean files its examples write"
+    numbers = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+    written = [len(list((folder / run / "deduplicated").iterdir())) for run in ("fuzzy_results", "fuzzy_cli")]
+    assert written == [numbers[said.group(1)], numbers[said.group(2)]], (said.group(0), written)
+
+
 # What a page's examples must leave behind, beyond running without an error.
 OUTPUTS = {
     "README.md": check_readme_outputs,
     "docs/getting-started.md": check_readme_outputs,
     "docs/dedup/semantic.md": check_semantic_outputs,
+    "docs/dedup/fuzzy.md": check_fuzzy_outputs,
 }
 PAGES_WITH_EXAMPLES = [page for page in PAGES if runnable(page)]
 

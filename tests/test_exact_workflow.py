@@ -4,6 +4,7 @@ input changes, a killed run, the command, and the runners giving one answer."""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from beam_curator.cli.exact import exact_summary
 from beam_curator.cli.main import main
 from beam_curator.errors import CuratorSettingsError
 from beam_curator.workflows import ExactDeduplicationWorkflow
@@ -198,13 +200,24 @@ def test_the_exact_command_prints_a_summary_and_says_when_nothing_is_left(tmp_pa
     printed = capsys.readouterr().out
     assert "exact deduplication summary" in printed and "ran hashing, identification, removal" in printed
     assert "documents in     24" in printed and "removed          6" in printed and "kept             18" in printed
+    # The copy kept is the one with the smallest id: of the user's ids, with --id-field.
+    assert "duplicates       6 (every copy of each text but the smallest doc_id)\n" in printed
+    assert "time (s)         hashing " in printed
     assert main(command) == 0
-    assert "nothing to do" in capsys.readouterr().out
+    again = capsys.readouterr().out
+    assert "nothing to do" in again
+    # Phases reused, not run, are not listed with seconds of their own.
+    assert re.search(r"^  time \(s\)         total \d+\.\d$", again, re.MULTILINE), again
     assert main([*command, "--output", str(tmp_path / "other"), "--text-field", "body"]) == 2
     assert "error: " in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_:
         main([*command, "--n-clusters", "3"])
     assert exit_.value.code == 2
+
+
+def test_the_summary_says_which_copy_is_kept_without_an_id_field() -> None:
+    printed = exact_summary({"num_documents": 3, "num_duplicates": 1, "duplicates_path": "out/ExactDuplicateIds"}, None)
+    assert "(every copy of each text but the first in input order, files by path then rows)\n" in printed
 
 
 def test_runners_with_workers_resume_runs_killed_in_each_phase_to_the_local_runners_ids(tmp_path: Path, worker_runner: dict) -> None:

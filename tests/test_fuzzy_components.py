@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beam_curator.dedup.fuzzy import components as cc
+from beam_curator.dedup.fuzzy.closest import ROWS_PER_BLOCK, closest_members
 from beam_curator.dedup.fuzzy.lsh import component_groups
 from beam_curator.stages.io.parquet import parquet_files, read_parquet
 from beam_curator.workflows.fuzzy import stages
@@ -172,3 +173,16 @@ def test_a_hub_is_read_through_in_batches(tmp_path: Path, monkeypatch) -> None:
           f"rows of the least id in the settled round: {(rows == members.min()).sum()}")
     assert (rows == members.min()).sum() == 2000 and len(largest) > 2
     assert max(largest) <= 2 * (stages.ROWS_PER_BATCH + keys_per_bucket) < 2000 // 4
+
+
+@given(st.integers(2, 2 * ROWS_PER_BLOCK + 3), st.integers(1, 8), st.integers(0, 2**32 - 1))
+@settings(max_examples=25, deadline=None)
+def test_each_member_is_matched_to_the_other_whose_signature_agrees_most(members: int, hashes: int,
+                                                                        seed: int) -> None:
+    """Blocks of rows give what comparing every pair at once gives, ties to the earlier member, never itself."""
+    signatures = np.random.default_rng(seed).integers(0, 3, (members, hashes), dtype=np.uint32)
+    closest, shares = closest_members(signatures)
+    agreement = (signatures[:, None, :] == signatures[None, :, :]).mean(axis=2)
+    np.fill_diagonal(agreement, -1.0)
+    assert closest.tolist() == agreement.argmax(axis=1).tolist()
+    assert np.array_equal(shares, agreement.max(axis=1))

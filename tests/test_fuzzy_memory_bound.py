@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tracemalloc
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from beam_curator.dedup.fuzzy.memory_bound import (
     available_memory,
     generous_peak_bytes,
     in_memory_edge_limit,
+    memory_plan,
     peak_bytes_per_edge,
 )
 
@@ -73,6 +75,19 @@ def test_a_small_graph_is_not_measured_and_its_bound_is_above_the_measured_peak(
     monkeypatch.setattr(memory_bound, "peak_bytes_per_edge", lambda x, y: measured.append(len(x)) or 100.0)
     assert in_memory_edge_limit(*big, memory=1 << 30) == ((1 << 30) // 100, 100.0) and measured == [len(big[0])]
     assert in_memory_edge_limit(x, y, memory=1 << 20) == ((1 << 20) // 100, 100.0), "a bound that does not fit"
+
+
+def test_the_log_line_gives_the_graphs_memory_in_binary_units_and_a_small_graph_reads_small() -> None:
+    """A small graph's bound is 64 MiB over a few edges: tens of thousands of "bytes per edge",
+    which read as alarming; the line gives totals in MiB/GiB instead."""
+    limit, per_edge = in_memory_edge_limit(*edges(1_000), memory=1 << 30)
+    small = memory_plan(1_000, limit, per_edge)
+    assert re.fullmatch(r"1,000 edges, expected to take at most 6\d\.\d MiB of the (1023\.\d MiB|1\.0 GiB) allowed: "
+                        r"components found in memory", small), small
+    large = memory_plan(50_000_000, 20_000_000, 180.0)
+    assert large == ("50,000,000 edges, expected to take at most 8.4 GiB of the 3.4 GiB allowed: components found "
+                     "by star rounds on Beam, as it does not fit in memory")
+    assert memory_plan(0, 1 << 30, 0.0) == "no edges: no duplicates to group"
 
 
 def test_a_cgroup_limit_below_the_machine_bounds_the_memory(tmp_path: Path, monkeypatch) -> None:

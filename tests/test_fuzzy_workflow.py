@@ -173,7 +173,7 @@ def test_planted_near_copies_match_brute_force_and_are_removed(tmp_path: Path) -
     changed = fuzzy(tmp_path, perform_removal=True)
     after = {path.name: path.stat().st_mtime_ns for path in signatures.glob("*.parquet")}
     assert after == {name: time for name, time in before.items() if not name.startswith("part3")}
-    fresh = fuzzy(tmp_path, "fresh")
+    fuzzy(tmp_path, "fresh")
     assert removed(tmp_path / "out") == removed(tmp_path / "fresh") and changed["num_duplicates"] < 40
 
 

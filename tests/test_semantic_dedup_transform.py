@@ -30,6 +30,7 @@ from beam_curator.dedup.semantic.ranking import RankingStrategy
 from beam_curator.runners import pipeline_options
 from beam_curator.tasks import DocumentBatch
 from beam_curator.transforms import SemanticDedup
+from beam_curator.transforms.dedup_documents import REMOVAL_FIELDS
 from beam_curator.workflows import SemanticDeduplicationWorkflow
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
@@ -87,9 +88,12 @@ def transform_pairs(documents: list[dict], folder: Path, runner: dict,
             output | f"Write{name.title()}" >> beam.Map(write_element, folder / name)
     written = {name: [json.loads(path.read_text()) for path in (folder / name).glob("*.json")]
                for name in ("kept", "removed")}
-    given = [{k: v for k, v in d.items() if k not in ("duplicate_of", "similarity")} for d in written["removed"]]
+    given = [{k: v for k, v in d.items() if k not in REMOVAL_FIELDS} for d in written["removed"]]
     assert sorted(written["kept"] + given, key=lambda d: d["id"]) == sorted(documents, key=lambda d: d["id"])
-    assert all(set(d) == {*documents[0], "duplicate_of", "similarity"} for d in written["removed"])
+    assert all(set(d) == {*documents[0], *REMOVAL_FIELDS} for d in written["removed"])
+    # NeMo's max_id is both what a removed document matched and what it is removed for.
+    assert all((d["matched_id"], d["matched_similarity"]) == (d["duplicate_of"], d["similarity"])
+               for d in written["removed"])
     return {d["id"]: (d["duplicate_of"], d["similarity"]) for d in written["removed"]}
 
 
@@ -264,6 +268,16 @@ def test_bad_documents_fail_naming_what_to_fix(documents: list, message: str) ->
         with beam.Pipeline() as pipeline:
             _ = pipeline | beam.Create(documents) | SemanticDedup(id_field="id", embedding_field="embeddings",
                                                                    n_clusters=2)
+
+
+def test_on_bad_record_skip_drops_documents_without_an_id_or_a_vector() -> None:
+    documents = [{"id": 1, "embeddings": [1.0, 0.0]}, {"id": 2, "embeddings": [1.0, 0.001]},
+                 {"id": 3, "embeddings": [0.0, 1.0]}, {"id": 4, "vector": [1.0, 0.0]}, {"embeddings": [1.0, 0.0]}]
+    with beam.Pipeline(runner="DirectRunner") as pipeline:
+        result = pipeline | beam.Create(documents) | SemanticDedup(id_field="id", embedding_field="embeddings",
+                                                                   n_clusters=1, on_bad_record="skip")
+        assert_that(result.kept | beam.Map(lambda document: document["id"]), equal_to([1, 3]), label="kept")
+        assert_that(result.removed | beam.Map(lambda document: document["id"]), equal_to([2]), label="removed")
 
 
 def test_a_ranking_field_the_documents_lack_fails_naming_it() -> None:

@@ -59,7 +59,7 @@ def test_the_wheel_ships_its_data_types_and_licence_and_runs_semdedup_when_insta
     located = run([python, "-c", "import beam_curator.data as d; print(d.__file__); print(d.sample_corpus_path())"],
                   elsewhere, env).split()
     assert all(path.startswith(str(fresh_site)) for path in located), f"not the installed copy: {located}"
-    assert run([command, "--version"], elsewhere, env).strip() == f"beam-curator {beam_curator.__version__}"
+    assert run([command, "--version"], elsewhere, env).splitlines()[0] == f"beam-curator {beam_curator.__version__}"
     shipped = sorted(Path(located[1]).glob("part-*.jsonl"))
     assert len(shipped) == 6
     # One shipped file is input enough to show the installed command, its model and its data work together.

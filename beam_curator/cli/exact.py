@@ -15,7 +15,8 @@ def add_exact(commands: argparse._SubParsersAction) -> None:
         "exact", formatter_class=HelpFormatter, epilog=EXAMPLES,
         help="exact deduplication (md5 of each text) of JSONL or parquet text files",
         description=textwrap.fill(
-            "Hash every document's text (md5, as NeMo Curator), list every copy but the first of each text in "
+            "Hash every document's text (md5, as NeMo Curator), list every copy of each text but the one kept (the "
+            "smallest --id-field value; without --id-field, the first in input order: files by path, then rows) in "
             "ExactDuplicateIds/, and write the input without them to deduplicated/. Every phase is checkpointed: "
             "interrupt the run and rerun the same command to resume; a changed input file is hashed again alone.", 80),
     )
@@ -35,11 +36,14 @@ def run_exact(args: argparse.Namespace, beam_args: list[str]) -> int:
         on_bad_record=args.on_bad_record, files_per_partition=args.files_per_partition,
         perform_removal=not args.no_removal, wait=args.wait, **runner_settings(args, beam_args),
     )
-    print(exact_summary(workflow.run().metadata))
+    print(exact_summary(workflow.run().metadata, args.id_field))
     return 0
 
 
-def exact_summary(metadata: dict[str, Any]) -> str:
-    """Documents in, exact duplicates found, removed and kept, time per phase, where the results are."""
-    return duplicates_summary("exact deduplication summary", metadata, "every copy but the first of each text",
+def exact_summary(metadata: dict[str, Any], id_field: str | None) -> str:
+    """Documents in, exact duplicates found (and which copy of each text is kept: the
+    smallest id, so with ``id_field`` the smallest of the user's ids), removed and kept,
+    time per phase, where the results are."""
+    kept = f"the smallest {id_field}" if id_field else "the first in input order, files by path then rows"
+    return duplicates_summary("exact deduplication summary", metadata, f"every copy of each text but {kept}",
                               ("hashing", "identification", "removal"))

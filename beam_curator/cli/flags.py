@@ -8,6 +8,8 @@ import difflib
 import re
 from typing import NoReturn, Sequence
 
+from beam_curator.errors import ON_BAD_RECORD
+
 EXAMPLES = """\
 examples:
   beam-curator semdedup --input data/ --output results/ --cache cache/ --id-field doc_id --eps 0.01
@@ -56,11 +58,13 @@ class CommandParser(argparse.ArgumentParser):
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Help that shows each option's default (unless its text already says
-    what happens when it is unset) and keeps the examples' layout."""
+    what happens when it is unset) and keeps the examples' layout. Positional
+    arguments and the command list have no default: they are always given."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if "default" in text or action.required or isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+        if ("default" in text or action.required or not action.option_strings
+                or isinstance(action, (argparse._HelpAction, argparse._VersionAction))):
             return text
         if action.nargs == 0:  # a flag
             return f"{text} (default: off)"
@@ -87,7 +91,7 @@ def add_data_flags(parser: argparse.ArgumentParser, output: str, cache: str, tex
     data.add_argument("--input-filetype", default="jsonl", choices=["jsonl", "parquet"], help="format of the input files")
     data.add_argument("--text-field", default="text", help=f"the field holding the text {text_use}")
     data.add_argument("--id-field", help="your unique id field (default: generate ids into _curator_dedup_id)")
-    data.add_argument("--on-bad-record", default="raise", choices=["raise", "skip"],
+    data.add_argument("--on-bad-record", default="raise", choices=ON_BAD_RECORD,
                       help="a malformed record or one missing a field: stop naming it, or skip and count it")
     data.add_argument("--files-per-partition", type=int, default=1, help="input files per checkpointed partition")
     data.add_argument("--wait", action="store_true",

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from importlib.metadata import PackageNotFoundError, version
 from typing import Callable
 
 from beam_curator import interrupts
@@ -20,19 +19,11 @@ from beam_curator.cli.distill import add_distill
 from beam_curator.cli.exact import add_exact
 from beam_curator.cli.flags import EXAMPLES, CommandParser, HelpFormatter, add_logging_flags, with_flag_names
 from beam_curator.cli.fuzzy import add_fuzzy
+from beam_curator.cli.install import ShowInstall
 from beam_curator.cli.job_server import add_job_server
 from beam_curator.cli.semdedup import add_semdedup
 from beam_curator.errors import CuratorError, CuratorSettingsError, user_error_in
 from beam_curator.logs import configure_logging
-
-
-def _package_version() -> str:
-    try:
-        return version("beam-curator")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        from beam_curator import __version__
-
-        return __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,7 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
         "(NeMo Curator's SemDeDup), exact and fuzzy deduplication and checkpoint tools.",
         epilog=EXAMPLES, formatter_class=HelpFormatter, allow_abbrev=False,
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_package_version()}")
+    parser.add_argument("--version", action=ShowInstall, help="show the version, the torch build and the "
+                        "embedding engines installed, and exit")
     add_logging_flags(parser, top_level=True)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_semdedup(commands)

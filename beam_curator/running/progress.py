@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import gc
 import logging
-import tempfile
 import threading
-import uuid
 from contextlib import contextmanager
 from typing import Callable, Iterator, Mapping
 
@@ -21,11 +19,11 @@ from apache_beam.runners.runner import PipelineResult, PipelineState
 
 from beam_curator.transforms import CuratorStages
 from beam_curator.transforms.progress import (
-    PROGRESS_DIR,
     ProgressView,
     ProgressWatcher,
     WorkersDidNotStartError,
     forget_progress,
+    progress_folder_in,
 )
 
 logger = logging.getLogger(__name__)
@@ -34,20 +32,13 @@ logger = logging.getLogger(__name__)
 _NOT_YET_RUNNING = (PipelineState.STOPPED, PipelineState.STARTING, PipelineState.PENDING, PipelineState.UNKNOWN)
 
 
-def _progress_folder(checkpoint: str | None) -> str:
-    """Where a run's workers record their progress: in the checkpoint folder (which workers elsewhere can reach) if any."""
-    if checkpoint:
-        return f"{checkpoint.rstrip('/')}/{PROGRESS_DIR}/{uuid.uuid4().hex[:12]}"
-    return tempfile.mkdtemp(prefix="beam-curator-progress-")
-
-
 @contextmanager
 def progress_folders(checkpoints: list[str | None]) -> Iterator[list[str]]:
     """A progress folder per chain, one per checkpoint path, removed when the
     context ends however it ends: after the run, and after a refusal while
     the pipeline is built (a chain without a checkpoint has a temporary
     folder, which would otherwise be left behind)."""
-    folders = [_progress_folder(checkpoint) for checkpoint in checkpoints]
+    folders = [progress_folder_in(checkpoint) for checkpoint in checkpoints]  # the checkpoint's: workers elsewhere reach it
     try:
         yield folders
     finally:

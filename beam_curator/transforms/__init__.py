@@ -6,6 +6,7 @@ from beam_curator.transforms.exact_dedup import ExactDedup
 from beam_curator.transforms.fuzzy_dedup import FuzzyDedup
 from beam_curator.transforms.refusals import PipelineChangedError, PipelineDefinitionError
 from beam_curator.transforms.semantic_dedup import SemanticDedup
+from beam_curator.transforms.surviving_representatives import SurvivingRepresentatives
 from beam_curator.transforms.task_coder import TaskCoder  # importing it registers it for every Task PCollection
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "PipelineChangedError",
     "PipelineDefinitionError",
     "SemanticDedup",
+    "SurvivingRepresentatives",
     "TaskCoder",
     "locate_source_and_sink",
 ]

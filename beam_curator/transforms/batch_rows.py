@@ -6,8 +6,8 @@ PCollection typed ``Task``, as ``CuratorStages`` gives) through
 through the transform as dicts holding only the columns it reads (and where
 they came from), and each batch then meets the rows removed from it. A
 batch comes out as it went in, less those rows (``kept``), and the removed
-rows come out as a batch of their own, with ``duplicate_of`` and
-``similarity`` columns (``removed``).
+rows come out as a batch of their own, with the columns of
+``dedup_documents.REMOVAL_FIELDS`` (``removed``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from beam_curator.tasks import DocumentBatch, Task
-from beam_curator.transforms.dedup_documents import DUPLICATE_OF, KEPT, REMOVED, SIMILARITY, DedupOutputs, kept_and_removed
+from beam_curator.transforms.dedup_documents import (
+    DUPLICATE_OF,
+    KEPT,
+    MATCHED_ID,
+    REMOVAL_FIELDS,
+    REMOVED,
+    DedupOutputs,
+    kept_and_removed,
+)
 
 # Where a row came from: its batch's key and its place in the batch.
 BATCH_KEY, BATCH_ROW = "__batch_key", "__batch_row"
@@ -56,7 +64,8 @@ class RowsOfBatches(beam.PTransform):
         rows = keyed | "Rows" >> beam.FlatMap(self._rows).with_output_types(dict)
         removed = (
             (rows | "DedupRows" >> self.row_dedup).removed
-            | "ByBatch" >> beam.Map(lambda row: (row[BATCH_KEY], (row[BATCH_ROW], row[DUPLICATE_OF], row[SIMILARITY])))
+            | "ByBatch" >> beam.Map(lambda row: (row[BATCH_KEY], (row[BATCH_ROW],
+                                                                  tuple(row[name] for name in REMOVAL_FIELDS))))
         )
         joined = {"batch": keyed, "removed": removed} | "MeetTheirBatch" >> beam.CoGroupByKey()
         tagged = joined | "DropRemovedRows" >> beam.ParDo(DropRows(self.columns["id_field"], self.transform))
@@ -79,9 +88,9 @@ def task_table(batch: Any, transform: str) -> pa.Table:
 
 
 class DropRows(beam.DoFn):
-    """A batch (``batch``) and ``(row, duplicate_of, similarity)`` of its rows
-    to remove (``removed``) in; the batch without them tagged ``kept``, those
-    rows with the two columns as a batch of their own tagged ``removed``."""
+    """A batch (``batch``) and ``(row, removal)`` of its rows to remove
+    (``removed``) in; the batch without them tagged ``kept``, those rows with
+    the removals' columns (``REMOVAL_FIELDS``) as a batch of their own tagged ``removed``."""
 
     def __init__(self, id_field: str, transform: str) -> None:
         self.id_field, self.transform = id_field, transform
@@ -89,12 +98,12 @@ class DropRows(beam.DoFn):
     def process(self, joined: tuple[str, dict[str, Iterable[Any]]]) -> Iterator[tuple[str, Any]]:
         _, sides = joined
         (batch,) = sides["batch"]
-        removed = {row: (duplicate_of, similarity) for row, duplicate_of, similarity in sides["removed"]}
+        removed = dict(sides["removed"])
         if not removed:
             yield KEPT, batch
             return
         table = batch.to_pyarrow()
-        taken = [name for name in (DUPLICATE_OF, SIMILARITY) if name in table.column_names]
+        taken = [name for name in REMOVAL_FIELDS if name in table.column_names]
         if taken:
             raise ValueError(f"{self.transform}: a batch already has the columns {taken} that would say what a "
                              "removed row duplicates: rename them before deduplicating")
@@ -102,7 +111,8 @@ class DropRows(beam.DoFn):
         dropped = pa.array([row in removed for row in range(table.num_rows)])
         yield KEPT, dataclasses.replace(batch, data=table.filter(pc.invert(dropped)))
         id_type = table.schema.field(self.id_field).type
-        gone = (table.take(rows)
-                .append_column(DUPLICATE_OF, pa.array([removed[row][0] for row in rows], id_type))
-                .append_column(SIMILARITY, pa.array([float(removed[row][1]) for row in rows], pa.float64())))
+        gone = table.take(rows)
+        for number, name in enumerate(REMOVAL_FIELDS):
+            kind = id_type if name in (DUPLICATE_OF, MATCHED_ID) else pa.float64()
+            gone = gone.append_column(name, pa.array([removed[row][number] for row in rows], kind))
         yield REMOVED, dataclasses.replace(batch, data=gone, _credits={})

@@ -25,20 +25,24 @@ import pyarrow as pa
 
 from beam_curator.dedup import GENERATED_ID
 from beam_curator.dedup.exact import HASH_COLUMN, later_copies, md5_hex, md5_hex_array
+from beam_curator.errors import check_on_bad_record
 from beam_curator.tasks import Task
 from beam_curator.transforms.batch_rows import DropRows, check_columns, task_table, takes_tasks
 from beam_curator.transforms.dedup_documents import (
     KEPT,
     REMOVED,
     DedupOutputs,
+    ScreenDocuments,
     check_field_names,
     check_input,
     field_of,
+    id_of,
     kept_and_removed,
     removed_form,
     removed_type,
     text_of,
 )
+from beam_curator.transforms.dedup_progress import progress_settings, watched
 
 _NAME = "ExactDedup"
 
@@ -52,27 +56,46 @@ class ExactDedup(beam.PTransform):
     workflows generate) and a string ``text_field``. Gives two outputs
     (``DedupOutputs``): ``.kept``, the kept documents as they came (a
     batch with its removed rows dropped), and ``.removed``, the others, each
-    with two more fields: ``duplicate_of``, the id of the kept copy, and
-    ``similarity``, 1.0.
+    with four more fields: ``duplicate_of``, the id of the kept copy,
+    ``similarity``, 1.0, and ``matched_id`` and ``matched_similarity``, the
+    same (the kept copy is the one it matched). ``on_bad_record``, as the
+    readers take it: ``"raise"`` stops the run at a document without an
+    integer or string id or a string text, naming it; ``"skip"`` drops such
+    documents from both outputs and counts them (``ScreenDocuments``).
+    ``progress`` (None: unless logging was set up quiet) shows, on a
+    terminal, the documents counted in while the pipeline runs and prints
+    the counts in, kept and removed on stderr when it ends, on any runner
+    (``dedup_progress``); workers on other machines record them in
+    ``progress_folder``, a folder they can write to.
     """
 
-    def __init__(self, id_field: str = GENERATED_ID, text_field: str = "text") -> None:
+    def __init__(self, id_field: str = GENERATED_ID, text_field: str = "text", on_bad_record: str = "raise",
+                 progress: bool | None = None, progress_folder: str | None = None) -> None:
         super().__init__()
+        self.progress, self.progress_folder = progress_settings(_NAME, progress, progress_folder)
         check_field_names(_NAME, id_field=id_field, text_field=text_field)
+        check_on_bad_record(on_bad_record, _NAME)
         self.id_field = id_field
         self.text_field = text_field
+        self.on_bad_record = on_bad_record
 
     def expand(self, documents: beam.PCollection) -> DedupOutputs:
         check_input(documents, _NAME)
         if takes_tasks(documents):
-            return self._batches(documents)
+            return watched(self, documents, self._batches(documents))
         grouped = (
             documents
+            | "ScreenDocuments" >> beam.ParDo(ScreenDocuments(_NAME, self.on_bad_record, self._check))
             | "KeyByDigest" >> beam.Map(self._keyed)
             | "GroupCopies" >> beam.GroupByKey()
         )
         tagged = grouped | "KeepSmallestId" >> beam.ParDo(_KeepSmallestId(self.id_field))
-        return kept_and_removed(tagged, documents.element_type, removed_type(documents.element_type, self.id_field))
+        return watched(self, documents, kept_and_removed(tagged, documents.element_type,
+                                                         removed_type(documents.element_type, self.id_field)))
+
+    def _check(self, document: Any) -> None:
+        id_of(document, self.id_field, _NAME)
+        text_of(document, self.text_field, _NAME, self.id_field)
 
     def _keyed(self, document: Any) -> tuple[str, Any]:
         return md5_hex(text_of(document, self.text_field, _NAME)), document
@@ -103,14 +126,14 @@ class ExactDedup(beam.PTransform):
             yield digest, (document_id, key, row)
 
     def _later_rows(self, group: tuple[str, Iterable[tuple[Any, str, int]]]
-                    ) -> Iterator[tuple[str, tuple[int, Any, float]]]:
-        """``(batch key, (row, kept id, similarity 1.0))`` of each later copy of a digest."""
+                    ) -> Iterator[tuple[str, tuple[int, tuple]]]:
+        """``(batch key, (row, removal))`` of each later copy of a digest."""
         digest, records = group
         records = list(records)  # ids and places only
         kept_of = kept_ids(digest, [document_id for document_id, _, _ in records], self.id_field)
         for document_id, key, row in records:
             if document_id in kept_of:
-                yield key, (row, kept_of[document_id], 1.0)
+                yield key, (row, _copy_of(kept_of[document_id]))
 
 
 def kept_ids(digest: str, ids: list[Any], id_field: str) -> dict[Any, Any]:
@@ -134,6 +157,11 @@ def kept_ids(digest: str, ids: list[Any], id_field: str) -> dict[Any, Any]:
     return {ids[copy]: ids[keeper] for copy, keeper in zip(later.to_pylist(), kept.to_pylist())}
 
 
+def _copy_of(kept_id: Any) -> tuple[Any, float, Any, float]:
+    """The removal of a copy of ``kept_id``'s text: it matched the kept copy itself."""
+    return kept_id, 1.0, kept_id, 1.0
+
+
 class _KeepSmallestId(beam.DoFn):
     """The copies of one text in; the kept one tagged ``kept``, the others,
     each with the id of the kept one, ``removed``."""
@@ -148,6 +176,6 @@ class _KeepSmallestId(beam.DoFn):
         for copy in copies:
             copy_id = field_of(copy, self.id_field, "id_field", _NAME)
             if copy_id in kept_of:
-                yield REMOVED, removed_form(copy, kept_of[copy_id], 1.0)
+                yield REMOVED, removed_form(copy, _copy_of(kept_of[copy_id]))
             else:
                 yield KEPT, copy

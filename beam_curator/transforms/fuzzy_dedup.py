@@ -7,35 +7,47 @@ connected components of those joins (``StarComponents``), and of each
 component the least id kept, as the workflow keeps it. A removed document
 carries the id it duplicates and the similarity of their signatures (the
 share of equal MinHash values, an estimate of the Jaccard similarity of their
-n-grams), which takes two more shuffles: one bringing the kept document's
-signature to each member of its component, one bringing that to the member.
+n-grams), and, since components chain (``a ~ b ~ c`` keeps ``a`` and removes
+``c`` however little ``c`` shares with ``a``), the member it matched: the
+one whose signature is most like its own (``dedup.fuzzy.closest``). That
+takes three more shuffles: the signatures meet their component labels, each
+component's signatures are grouped on one worker, and each member's removal
+meets its document. The signatures are carried from the first step rather
+than the texts hashed again (a signature is ``num_bands * minhashes_per_band``
+numbers, a few hundred bytes, where a text may be many kilobytes); a worker
+holds one component's signatures and compares each pair of its members, so
+a component of ``k`` members costs ``k * k`` signature comparisons.
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
 import numpy as np
 
 from beam_curator.dedup import GENERATED_ID
+from beam_curator.dedup.fuzzy.closest import closest_members
 from beam_curator.dedup.fuzzy.lsh import band_keys
 from beam_curator.dedup.fuzzy.minhash import permutation_seeds, signatures
+from beam_curator.errors import check_on_bad_record
 from beam_curator.transforms.batch_rows import RowsOfBatches, takes_tasks
 from beam_curator.transforms.dedup_documents import (
     KEPT,
     REMOVED,
     DedupOutputs,
+    ScreenDocuments,
     check_field_names,
     check_input,
     field_of,
+    id_of,
     kept_and_removed,
     removed_form,
     removed_type,
     split_by_tag,
     text_of,
 )
+from beam_curator.transforms.dedup_progress import progress_settings, unwatched, watched
 from beam_curator.transforms.star_components import StarComponents
 
 _NAME = "FuzzyDedup"
@@ -53,14 +65,22 @@ class FuzzyDedup(beam.PTransform):
     Curator's (and the workflow's) settings, with their defaults;
     ``star_rounds`` is how many rounds connected components may take (each
     two shuffles of the joins). Gives ``.kept`` and ``.removed`` as
-    ``ExactDedup`` does, ``similarity`` being the signatures' share of equal values.
+    ``ExactDedup`` does, ``similarity`` being the signatures' share of equal
+    values, ``matched_id`` the member of its group whose signature is most
+    like its own (kept or not), and ``matched_similarity`` their share.
+    ``on_bad_record`` screens documents, and ``progress`` and
+    ``progress_folder`` show its counts, as ``ExactDedup``'s do.
     """
 
     def __init__(self, id_field: str = GENERATED_ID, text_field: str = "text", seed: int = 42,
                  char_ngrams: int = 24, num_bands: int = 20, minhashes_per_band: int = 13,
-                 use_64_bit_hash: bool = False, star_rounds: int = 10) -> None:
+                 use_64_bit_hash: bool = False, star_rounds: int = 10, on_bad_record: str = "raise",
+                 progress: bool | None = None, progress_folder: str | None = None) -> None:
         super().__init__()
+        self.progress, self.progress_folder = progress_settings(_NAME, progress, progress_folder)
         check_field_names(_NAME, id_field=id_field, text_field=text_field)
+        check_on_bad_record(on_bad_record, _NAME)
+        self.on_bad_record = on_bad_record
         for parameter, value in (("char_ngrams", char_ngrams), ("num_bands", num_bands),
                                  ("minhashes_per_band", minhashes_per_band)):
             if not isinstance(value, int) or value < 1:
@@ -77,28 +97,33 @@ class FuzzyDedup(beam.PTransform):
         check_input(documents, _NAME)
         if takes_tasks(documents):
             columns = {"id_field": self.id_field, "text_field": self.text_field}
-            return documents | "ByRow" >> RowsOfBatches(copy.copy(self), columns, _NAME)
+            return watched(self, documents, documents | "ByRow" >> RowsOfBatches(unwatched(self), columns, _NAME))
         signed = split_by_tag(documents
+                              | "ScreenDocuments" >> beam.ParDo(ScreenDocuments(_NAME, self.on_bad_record, self._check))
                               | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=1024)
                               | "Sign" >> beam.FlatMap(self._signed), [_SIGNED, _BANDS], "Take")
         joins = (signed[_BANDS]
                  | "GroupBuckets" >> beam.GroupByKey()
                  | "JoinToLeast" >> beam.FlatMap(_joins_to_least))
-        later = (joins
-                 | "Components" >> self.components
-                 | "LaterMembers" >> beam.Filter(lambda label: label[0] != label[1]))
-        kept_signatures = (
+        removals = (
             {"signed": signed[_SIGNED] | "SignaturesAlone" >> beam.MapTuple(lambda key, signed: (key, signed[1])),
-             "members": later | "ByLeast" >> beam.Map(lambda label: (label[1], label[0]))}
-            | "MeetKept" >> beam.CoGroupByKey()
-            | "KeptSignatures" >> beam.FlatMap(_kept_signature_to_members)
+             "label": joins | "Components" >> self.components}
+            | "MeetLabels" >> beam.CoGroupByKey()
+            | "ByComponent" >> beam.FlatMap(_signature_by_component)
+            | "GroupComponents" >> beam.GroupByKey()
+            | "Removals" >> beam.FlatMap(_removals_of_component)
         )
         tagged = (
-            {"signed": signed[_SIGNED], "kept": kept_signatures}
+            {"signed": signed[_SIGNED], "removal": removals}
             | "MeetDocuments" >> beam.CoGroupByKey()
             | "Split" >> beam.FlatMap(_split, self.id_field)
         )
-        return kept_and_removed(tagged, documents.element_type, removed_type(documents.element_type, self.id_field))
+        return watched(self, documents, kept_and_removed(tagged, documents.element_type,
+                                                         removed_type(documents.element_type, self.id_field)))
+
+    def _check(self, document: Any) -> None:
+        id_of(document, self.id_field, _NAME)
+        text_of(document, self.text_field, _NAME, self.id_field)
 
     def _signed(self, batch: list[Any]) -> Iterator[Any]:
         """Each document keyed by its id with its signature, tagged ``signed``; each band key with the id, ``bands``."""
@@ -122,25 +147,39 @@ def _joins_to_least(bucket: tuple[bytes, Iterable[Any]]) -> Iterator[tuple[Any, 
     return ((least, other) for other in ids if other != least)
 
 
-def _kept_signature_to_members(group: tuple[Any, dict[str, Iterable[Any]]]) -> Iterator[tuple[Any, Any]]:
-    """A kept document's signature, keyed by each later member of its group."""
-    least, sides = group
-    for kept_signature in sides["signed"]:
-        for member in sides["members"]:
-            yield member, (least, kept_signature)
+def _signature_by_component(joined: tuple[Any, dict[str, Iterable[Any]]]) -> Iterator[tuple[Any, Any]]:
+    """A grouped document's ``(id, signature)``, keyed by its component's least id."""
+    document_id, sides = joined
+    for least in sides["label"]:
+        for signature in sides["signed"]:
+            yield least, (document_id, signature)
+
+
+def _removals_of_component(component: tuple[Any, Iterable[tuple[Any, np.ndarray]]]) -> Iterator[tuple[Any, tuple]]:
+    """``(id, removal)`` of each member of a component but its least id: the
+    least id and their signatures' share of equal values, and the member its
+    signature is most like and theirs (ties to the lesser id)."""
+    least, members = component
+    members = sorted(members, key=lambda member: member[0])
+    ids = [member_id for member_id, _ in members]
+    stacked = np.stack([np.asarray(signature) for _, signature in members])
+    closest, shares = closest_members(stacked)
+    kept = stacked[ids.index(least)]
+    for row, member_id in enumerate(ids):
+        if member_id != least:
+            similarity = float(np.mean(stacked[row] == kept))
+            yield member_id, (least, similarity, ids[closest[row]], float(shares[row]))
 
 
 def _split(joined: tuple[Any, dict[str, Iterable[Any]]], id_field: str) -> Iterator[Any]:
-    """A document, kept, or removed with its group's least id and their signatures' similarity."""
+    """A document, kept, or removed with its removal (``dedup_documents.REMOVAL_FIELDS``)."""
     document_id, sides = joined
     signed = list(sides["signed"])
     if len(signed) > 1:
         raise ValueError(f"{_NAME}: id_field {id_field!r} repeats the id {document_id!r}; ids must be unique")
-    ((document, signature),) = signed
-    kept = list(sides["kept"])  # one (least id, signature) for a later member of a group, none otherwise
-    if not kept:
+    ((document, _),) = signed
+    removal = list(sides["removal"])  # one for a later member of a group, none otherwise
+    if not removal:
         yield KEPT, document
         return
-    ((least, kept_signature),) = kept
-    similarity = float(np.mean(np.asarray(signature) == np.asarray(kept_signature)))
-    yield REMOVED, removed_form(document, least, similarity)
+    yield REMOVED, removed_form(document, removal[0])

@@ -26,8 +26,10 @@ import json
 import logging
 import os
 import socket
+import tempfile
 import threading
 import time
+import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -61,14 +63,17 @@ class ProgressRecorder:
         self._broken = False
 
     @classmethod
-    def for_folder(cls, folder: str) -> "ProgressRecorder":
-        """The recorder of this process for ``folder``; announces the process on first use."""
+    def for_folder(cls, folder: str, takes_advances: bool = True) -> "ProgressRecorder":
+        """The recorder of this process for ``folder``; announces the process on first use. ``advance``
+        counts into it from then on, unless ``takes_advances`` is False (a dedup transform's counts:
+        ``dedup_progress``)."""
         with cls._registry_lock:
             recorder = cls._by_folder.get(folder)
             if recorder is None or not recorder.url.endswith(f"-{os.getpid()}.json"):  # new, or inherited by a fork
                 recorder = cls._by_folder[folder] = cls(folder)
                 recorder.write(force=True)
-            cls.latest = recorder
+            if takes_advances:
+                cls.latest = recorder
             return recorder
 
     def stage(self, name: str, tasks: int, items_in: int, items_out: int, unit: str = "doc") -> None:
@@ -161,6 +166,14 @@ def read_progress(folder: str) -> Snapshot:
     return snapshot
 
 
+def progress_folder_in(parent: str | None) -> str:
+    """A new folder for one run's progress files: under ``parent`` (a folder every worker can reach, such as the
+    checkpoint folder) if given, else a local temporary folder."""
+    if parent:
+        return f"{parent.rstrip('/')}/{PROGRESS_DIR}/{uuid.uuid4().hex[:12]}"
+    return tempfile.mkdtemp(prefix="beam-curator-progress-")
+
+
 def forget_progress(folder: str) -> None:
     """Remove a finished run's progress files (best effort, like recording them)."""
     fs, path = fsspec.core.url_to_fs(folder)
@@ -179,12 +192,15 @@ class ProgressView:
     """One chain's progress: its ``folder``, the bar's ``title``,
     ``first_stage`` (the stage right after the source: its documents per
     partition give the estimate of the total) and ``sink`` (the stage whose
-    documents count as done)."""
+    documents count as done). ``tallies``: stages whose documents the bar
+    names instead of partitions (a dedup transform's kept and removed, see
+    ``dedup_progress``, whose counts replace the bar when the run ends)."""
 
     folder: str
     title: str
     first_stage: str
     sink: str
+    tallies: tuple[str, ...] = ()
 
 
 class ProgressWatcher:
@@ -231,8 +247,9 @@ class ProgressWatcher:
         if self.show:
             from tqdm.auto import tqdm
 
-            self._bar = tqdm(desc=self.views[self.current].title, unit="doc", file=self.stream, dynamic_ncols=True,
-                             leave=True, disable=None if self.stream is None else False)
+            view = self.views[self.current]  # a dedup transform's bar gives way to the counts printed at the end
+            self._bar = tqdm(desc=view.title, unit="doc", file=self.stream, dynamic_ncols=True,
+                             leave=not view.tallies, disable=None if self.stream is None else False)
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
@@ -303,6 +320,8 @@ class ProgressWatcher:
         skipped = snapshot.partitions["skipped"]
         if snapshot.workers == 0:
             status = "starting workers"
+        elif view.tallies:
+            status = ", ".join(f"{snapshot.stage(name)['items_in']:,} {name}" for name in view.tallies)
         else:
             status = f"partitions {snapshot.partitions['completed']}/{pending}"
             status += f", {skipped} already complete" if skipped else ""

@@ -35,7 +35,6 @@ groups of their own), so a worker still holds at most two blocks' worth.
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
@@ -54,19 +53,23 @@ from beam_curator.dedup.semantic.ranking import (
     rank_keys,
     uniform_by_id,
 )
+from beam_curator.errors import check_on_bad_record
 from beam_curator.transforms.batch_rows import RowsOfBatches, takes_tasks
 from beam_curator.transforms.dedup_documents import (
     KEPT,
     REMOVED,
     DedupOutputs,
+    ScreenDocuments,
     check_field_names,
     check_input,
     field_of,
+    id_of,
     kept_and_removed,
     removed_form,
     removed_type,
     text_of,
 )
+from beam_curator.transforms.dedup_progress import progress_settings, unwatched, watched
 from beam_curator.transforms.embedding_cache import EmbedWithCache, cache_folder
 
 _NAME = "SemanticDedup"
@@ -100,9 +103,14 @@ class SemanticDedup(beam.PTransform):
     (``embedding_cache``), so that a rerun after a kill or a change embeds
     only the texts not embedded before; ``cache_key`` names what the vectors
     depend on, for a handler not the package's (whose model files and
-    settings make the key). Gives ``.kept`` and ``.removed`` as ``ExactDedup`` does:
-    a removed document's ``duplicate_of`` is the earlier-ranked document it
-    is most similar to, ``similarity`` their cosine similarity.
+    settings make the key). ``on_bad_record`` screens documents as
+    ``ExactDedup``'s does (a document lacking the embedding or a ranking
+    field too), and ``progress`` and ``progress_folder`` show its counts as
+    ``ExactDedup``'s do. Gives ``.kept`` and ``.removed`` as ``ExactDedup`` does:
+    a removed document's ``duplicate_of`` and ``matched_id`` are both the
+    earlier-ranked document it is most similar to (NeMo's ``max_id``, which
+    may itself be removed: ``survivors.surviving_representatives`` follows
+    such chains), ``similarity`` and ``matched_similarity`` their cosine similarity.
     """
 
     def __init__(
@@ -133,8 +141,12 @@ class SemanticDedup(beam.PTransform):
         cross_cluster_margin: float | None = None,
         cache_path: str | None = None,
         cache_key: str | None = None,
+        on_bad_record: str = "raise",
+        progress: bool | None = None,
+        progress_folder: str | None = None,
     ) -> None:
         super().__init__()
+        self.progress, self.progress_folder = progress_settings(_NAME, progress, progress_folder)
         if (model_handler is None) == (embedding_field is None):
             raise ValueError(f"{_NAME}: give model_handler (to embed text_field) or embedding_field (vectors the "
                              "documents carry), not both or neither")
@@ -189,6 +201,8 @@ class SemanticDedup(beam.PTransform):
         self.pairwise_batch_size, self.block_size = pairwise_batch_size, cluster_block_size
         self.cross_cluster, self.margin = cross_cluster, cross_cluster_margin
         self.cache_path, self.cache_key = cache_path, cache_key
+        check_on_bad_record(on_bad_record, _NAME)
+        self.on_bad_record = on_bad_record
 
     def expand(self, documents: beam.PCollection) -> DedupOutputs:
         check_input(documents, _NAME)
@@ -197,8 +211,10 @@ class SemanticDedup(beam.PTransform):
                 "embedding_field": self.embedding_field}
             ranked_by = {f"ranking_strategy.metadata_cols[{number}]": name for number, name in enumerate(self._columns)}
             columns = {"id_field": self.id_field, **source, **ranked_by}
-            return documents | "ByRow" >> RowsOfBatches(copy.copy(self), columns, _NAME)
-        keyed = documents | "KeyById" >> beam.Map(lambda document: (self._id(document), document))
+            return watched(self, documents, documents | "ByRow" >> RowsOfBatches(unwatched(self), columns, _NAME))
+        keyed = (documents
+                 | "ScreenDocuments" >> beam.ParDo(ScreenDocuments(_NAME, self.on_bad_record, self._check))
+                 | "KeyById" >> beam.Map(lambda document: (self._id(document), document)))
         vectors = keyed | "Vectors" >> self._vectors()
         stats = vectors | "CountDocuments" >> beam.CombineGlobally(_CountAndDims())
         sample = vectors | "DrawFitSample" >> beam.Filter(self._drawn, stats=beam.pvalue.AsSingleton(stats))
@@ -223,14 +239,20 @@ class SemanticDedup(beam.PTransform):
         )
         joined = {"document": keyed, "duplicate": removals} | "MeetVerdicts" >> beam.CoGroupByKey()
         tagged = joined | "Verdicts" >> beam.ParDo(_Verdict(self.id_field))
-        return kept_and_removed(tagged, documents.element_type, removed_type(documents.element_type, self.id_field))
+        return watched(self, documents, kept_and_removed(tagged, documents.element_type,
+                                                         removed_type(documents.element_type, self.id_field)))
 
     def _id(self, document: Any) -> Any:
-        value = field_of(document, self.id_field, "id_field", _NAME)
-        if value is None or isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise ValueError(f"{_NAME}: id_field {self.id_field!r} holds {value!r}; give every document a unique "
-                             "integer or string id")
-        return value
+        return id_of(document, self.id_field, _NAME)
+
+    def _check(self, document: Any) -> None:
+        """Whether the document has what the steps read: an id, a text or vector, the ranking fields."""
+        self._id(document)
+        if self.embedding_field is None:
+            text_of(document, self.text_field, _NAME, self.id_field)
+        else:
+            field_of(document, self.embedding_field, "embedding_field", _NAME, self.id_field)
+        self._ranked_by(document)
 
     @property
     def _columns(self) -> list[str]:
@@ -420,7 +442,7 @@ class _CountAndDims(beam.CombineFn):
 
 class _Verdict(beam.DoFn):
     """A document and its verdict (if any) in; the document tagged ``kept``,
-    or, with ``duplicate_of`` and ``similarity``, ``removed``."""
+    or, with its removal's fields, ``removed``."""
 
     def __init__(self, id_field: str) -> None:
         self.id_field = id_field
@@ -433,7 +455,7 @@ class _Verdict(beam.DoFn):
                              f"{len(documents)} documents; ids must be unique")
         for document in documents:
             if verdicts:
-                (duplicate_of, similarity), = verdicts
-                yield REMOVED, removed_form(document, duplicate_of, similarity)
+                (max_id, similarity), = verdicts
+                yield REMOVED, removed_form(document, (max_id, similarity, max_id, similarity))
             else:
                 yield KEPT, document

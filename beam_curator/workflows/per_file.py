@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from beam_curator.errors import CuratorSettingsError, store_outages_named
+from beam_curator.errors import CuratorSettingsError, check_on_bad_record, store_outages_named
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io import ParquetWriter
 from beam_curator.stages.io.errors import CuratorInputError
@@ -74,8 +74,7 @@ class PerFileDeduplication:
         owner = type(self).__name__
         self.output_filetype = output_filetype or input_filetype
         file_formats(input_filetype), file_formats(self.output_filetype)
-        if on_bad_record not in ("raise", "skip"):
-            raise ValueError(f"on_bad_record must be 'raise' or 'skip', not {on_bad_record!r}")
+        check_on_bad_record(on_bad_record, owner)
         self.grouping = partition_grouping(owner, files_per_partition, input_blocksize)
         apply_storage_options(owner, **{name: where for name, where in storage.items() if where[0] is not None})
         set_verbosity(verbose)

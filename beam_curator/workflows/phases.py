@@ -253,12 +253,17 @@ class PhaseBook:
         return dict(found)
 
     @contextmanager
-    def timed(self, name: str) -> Iterator[None]:
-        start = time.monotonic()
+    def timed(self, name: str, always_runs: bool = False) -> Iterator[None]:
+        """Count the block's seconds as ``name``'s in :attr:`times` if it ran a
+        phase (marked one done): a block that found its phases done and reused
+        them did no work of this run, and a summary must not list it as if it
+        had. ``always_runs``: a block that keeps no marker and runs every time."""
+        start, ran_before = time.monotonic(), len(self.ran)
         try:
             yield
         finally:
-            self.times[name] = self.times.get(name, 0.0) + time.monotonic() - start
+            if always_runs or len(self.ran) > ran_before:
+                self.times[name] = self.times.get(name, 0.0) + time.monotonic() - start
 
 
 def current_partitions(stages: list[ProcessingStage]) -> list[str]:

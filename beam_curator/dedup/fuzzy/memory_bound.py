@@ -108,5 +108,25 @@ def in_memory_edge_limit(x: pa.Array, y: pa.Array, memory: int | None = None) ->
     return (int(memory // per_edge) if per_edge else memory), per_edge
 
 
+def memory_plan(edges: int, limit: int, per_edge: float) -> str:
+    """The choice :func:`in_memory_edge_limit` led to, as a log line reads it: the
+    graph's expected peak beside the memory allowed, in binary units. A small
+    graph's bound is generous (64 MiB and more) rather than a measure, so its
+    bytes per edge would read as alarming; its total does not."""
+    if not edges:
+        return "no edges: no duplicates to group"
+    where = "in memory" if edges <= limit else "by star rounds on Beam, as it does not fit in memory"
+    return (f"{edges:,} edges, expected to take at most {_binary_units(edges * per_edge)} of the "
+            f"{_binary_units(limit * per_edge)} allowed: components found {where}")
+
+
+def _binary_units(count: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if count < 1024:
+            return f"{count:.0f} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count:.1f} TiB"
+
+
 if __name__ == "__main__":
     print(_measure(sys.argv[1]))

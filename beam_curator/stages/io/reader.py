@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from beam_curator.errors import check_on_bad_record
 from beam_curator.stages.base import CompositeStage, ProcessingStage
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.partitioning import FilePartitioningStage
@@ -54,8 +55,7 @@ class FileReaderStage(ProcessingStage):
         file_column: str | None = None,
         row_column: str | None = None,
     ) -> None:
-        if on_bad_record not in ("raise", "skip"):
-            raise ValueError(f"on_bad_record must be 'raise' or 'skip', not {on_bad_record!r}")
+        check_on_bad_record(on_bad_record)
         self.fields = list(fields) if fields else None
         self.on_bad_record = on_bad_record
         self.file_column = file_column

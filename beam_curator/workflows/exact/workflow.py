@@ -105,7 +105,7 @@ class ExactDeduplicationWorkflow(PerFileDeduplication):
             metadata = self._identify(hashed)
         metadata.update(num_documents=hashed["rows"], final_output_path=None, removal_time=0.0)
         for phase in ("hashing", "identification"):
-            metadata[f"{phase}_time"] = self.book.times[phase]
+            metadata[f"{phase}_time"] = self.book.times.get(phase, 0.0)
         return self._finish(metadata, started, "exact dedup")
 
     def _hash(self) -> dict[str, Any]:

@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from beam_curator.dedup.fuzzy.lsh import component_groups
-from beam_curator.dedup.fuzzy.memory_bound import SAMPLE_EDGES, in_memory_edge_limit
+from beam_curator.dedup.fuzzy.memory_bound import SAMPLE_EDGES, in_memory_edge_limit, memory_plan
 from beam_curator.dedup.fuzzy.minhash import permutation_seeds
 from beam_curator.checkpoint.files import relative_name
 from beam_curator.errors import CuratorError
@@ -251,9 +251,7 @@ class FuzzyDeduplicationWorkflow(PerFileDeduplication):
         sample = self._edge_sample()
         limit, per_edge = in_memory_edge_limit(sample.column(0).combine_chunks(), sample.column(1).combine_chunks(),
                                                self.in_memory_components_bytes)
-        logger.info("connected components: %d edges; %.0f bytes per edge on the first %d (measured, or a small "
-                    "graph's bound), so in memory up to %d",
-                    edges["edges"], per_edge, sample.num_rows, limit)
+        logger.info("connected components: %s", memory_plan(edges["edges"], limit, per_edge))
         if edges["edges"] > limit:
             return self._star_rounds(star_key, parts)
 

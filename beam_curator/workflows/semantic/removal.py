@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 from typing import Any
 
 import fsspec
@@ -236,17 +235,16 @@ class TextDuplicatesRemovalWorkflow:
         included), ``num_duplicates_removed`` (the difference: bad records skipped are among them,
         see :func:`count_skipped`), ``final_output_path``, ``removal_time`` and ``phases_run``
         (["removal"], or [] when an earlier run's output was still in place)."""
-        started = time.monotonic()
         folders = {"output_path": self.output_path, "cache_path": self.cache_path}
         check_paths({"input_path": self.input_path}, folders)
-        with run_lock(folders, wait=self.wait):
+        with run_lock(folders, wait=self.wait), self.book.timed("removal"):
             details = self._remove()
         return {
             "num_documents_kept": details["rows"],
             "num_records_in": details["documents_in"],
             "num_duplicates_removed": details["documents_in"] - details["rows"],
             "final_output_path": self.output_path,
-            "removal_time": time.monotonic() - started,
+            "removal_time": self.book.times.get("removal", 0.0),
             "phases_run": list(self.book.ran),
         }
 

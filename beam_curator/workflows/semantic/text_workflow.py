@@ -244,7 +244,7 @@ class TextSemanticDeduplicationWorkflow:
         with book.timed("embedding"):
             embedded = self._embed()
         metadata = {
-            "num_documents": embedded["rows"], "embedding_time": book.times["embedding"],
+            "num_documents": embedded["rows"], "embedding_time": book.times.get("embedding", 0.0),
             "embeddings_path": f"{self.cache_path}/embeddings",
         }
         verify = self._verify if self.screening is not None else None

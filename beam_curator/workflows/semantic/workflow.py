@@ -247,7 +247,7 @@ class SemanticDeduplicationWorkflow:
         if self.recall_sample:
             from beam_curator.workflows.semantic.recall_phase import RECALL_EPS, measure_recall
 
-            with self.book.timed("recall"):
+            with self.book.timed("recall", always_runs=True):  # no marker: measured every run
                 eps_values = tuple(sorted({*RECALL_EPS, *([self.eps] if self.eps is not None else [])}))
                 metadata["recall"] = measure_recall(
                     self.layout.by_nearest_center, self.pairwise, self.recall_sample,
