@@ -26,11 +26,13 @@ import pytest
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms.periodicsequence import PeriodicImpulse
 
+from beam_curator.dedup.survivors import surviving_representatives
 from beam_curator.dedup.semantic.ranking import RankingStrategy
 from beam_curator.runners import pipeline_options
 from beam_curator.tasks import DocumentBatch
 from beam_curator.transforms import SemanticDedup
 from beam_curator.transforms.dedup_documents import REMOVAL_FIELDS
+from beam_curator.transforms.kept_representatives import KeptRepresentatives, Link
 from beam_curator.workflows import SemanticDeduplicationWorkflow
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
@@ -91,10 +93,20 @@ def transform_pairs(documents: list[dict], folder: Path, runner: dict,
     given = [{k: v for k, v in d.items() if k not in REMOVAL_FIELDS} for d in written["removed"]]
     assert sorted(written["kept"] + given, key=lambda d: d["id"]) == sorted(documents, key=lambda d: d["id"])
     assert all(set(d) == {*documents[0], *REMOVAL_FIELDS} for d in written["removed"])
-    # NeMo's max_id is both what a removed document matched and what it is removed for.
-    assert all((d["matched_id"], d["matched_similarity"]) == (d["duplicate_of"], d["similarity"])
-               for d in written["removed"])
-    return {d["id"]: (d["duplicate_of"], d["similarity"]) for d in written["removed"]}
+    assert_kept_representatives(documents, written["removed"])
+    return {d["id"]: (d["matched_id"], d["matched_similarity"]) for d in written["removed"]}
+
+
+def assert_kept_representatives(documents: list[dict], removed: list[dict]) -> None:
+    """``matched_id`` is NeMo's max_id, which may be removed too; ``duplicate_of`` is where that chain of matches
+    ends, a kept document, and ``similarity`` the cosine similarity of that pair."""
+    resolved = surviving_representatives((d["id"], d["matched_id"]) for d in removed)
+    assert {d["id"]: d["duplicate_of"] for d in removed} == resolved
+    assert not set(resolved.values()) & {d["id"] for d in removed}, "a duplicate_of that was removed"
+    unit = {d["id"]: np.asarray(d["embeddings"]) / np.linalg.norm(d["embeddings"]) for d in documents}
+    for d in removed:
+        expected = d["matched_similarity"] if d["duplicate_of"] == d["matched_id"] else unit[d["id"]] @ unit[d["duplicate_of"]]
+        assert abs(d["similarity"] - expected) < 1e-5, d["id"]
 
 
 def write_element(element: dict, folder: Path) -> None:
@@ -106,6 +118,7 @@ def test_removed_documents_are_the_workflows_whatever_the_order_or_bundles(
     documents: list[dict], workflow_removed: dict[int, tuple[int, float]], tmp_path: Path,
 ) -> None:
     assert len(workflow_removed) >= 90  # the near copies, and few others
+    assert any(max_id in workflow_removed for max_id, _ in workflow_removed.values()), "no chain of matches to follow"
     shuffled = list(documents)
     random.Random(1).shuffle(shuffled)
     assert_same_removals(transform_pairs(shuffled, tmp_path, {"runner": "local"}, **SETTINGS), workflow_removed)
@@ -142,7 +155,7 @@ def test_document_batches_lose_the_workflows_rows_and_keep_their_other_columns(
         result = (pipeline | beam.Create(batches)
                   | SemanticDedup(id_field="id", embedding_field="embeddings", **SETTINGS))
         removed = result.removed | "RemovedRows" >> beam.FlatMap(lambda batch: batch.data.to_pylist())
-        assert_that(removed | beam.Map(lambda row: (row["id"], row["duplicate_of"], row["source"])),
+        assert_that(removed | beam.Map(lambda row: (row["id"], row["matched_id"], row["source"])),
                     equal_to([(key, pair[0], source[key]) for key, pair in workflow_removed.items()]), label="removed")
         kept = result.kept | "KeptRows" >> beam.FlatMap(lambda batch: batch.data.select(["id", "source"]).to_pylist())
         assert_that(kept | beam.Map(lambda row: (row["id"], row["source"])),
@@ -229,6 +242,31 @@ def test_a_real_model_through_run_inference_keeps_one_document_of_each_text(tmp_
     text_of = {d["doc_id"]: d["text"] for d in documents}
     assert len(removed) == 12
     assert all(text_of[d["duplicate_of"]] == d["text"] and d["similarity"] >= 0.99 for d in removed)
+
+
+def test_each_removal_of_a_forest_of_matches_resolves_to_its_root_with_their_cosine() -> None:
+    """Random trees of matches (each removed id names an earlier one) and one chain 60 links long: every removal
+    names its root, the kept document, with the root's similarity where it matched the root and the cosine of
+    their vectors where it matched another removal."""
+    rng = np.random.default_rng(11)
+    parent = {node: int(rng.integers(0, node)) for node in range(8, 400)}  # roots 0..7 are kept
+    parent.update({1000: 3, **{node: node - 1 for node in range(1001, 1060)}})
+    unit = {node: vector / np.linalg.norm(vector) for node in [*range(400), *range(1000, 1060)]
+            for vector in [rng.normal(size=8)]}
+
+    def root(node: int) -> int:
+        while node in parent:
+            node = parent[node]
+        return node
+
+    links = [(node, Link(match, float(unit[node] @ unit[match]), unit[node], unit[match]))
+             for node, match in parent.items()]
+    with beam.Pipeline(options=pipeline_options("local")) as pipeline:
+        found = (pipeline | beam.Create(links) | KeptRepresentatives(10, "test")
+                 | beam.MapTuple(lambda node, removal: (node, removal.kept, round(removal.similarity, 5),
+                                                        removal.match, round(removal.score, 5))))
+        assert_that(found, equal_to([(node, root(node), round(float(unit[node] @ unit[root(node)]), 5), match,
+                                      round(float(unit[node] @ unit[match]), 5)) for node, match in parent.items()]))
 
 
 def test_the_settings_are_checked_when_the_transform_is_made() -> None:

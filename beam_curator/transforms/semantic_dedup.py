@@ -15,7 +15,9 @@ own steps, nothing collected in the driver:
 5. each cluster is ranked and scored as the workflow scores it, and a
    document whose best score against an earlier-ranked one reaches
    ``1 - eps`` is removed, carrying that document's id and the score;
-6. the documents meet their verdicts by id.
+6. that document may itself be removed, so each removal is followed to the
+   kept document its chain of matches ends at (``KeptRepresentatives``);
+7. the documents meet their verdicts by id.
 
 A cluster of more than ``cluster_block_size`` documents is not held whole
 by one worker: a count per cluster splits it into blocks (by a hash of the
@@ -71,6 +73,7 @@ from beam_curator.transforms.dedup_documents import (
 )
 from beam_curator.transforms.dedup_progress import progress_settings, unwatched, watched
 from beam_curator.transforms.embedding_cache import EmbedWithCache, cache_folder
+from beam_curator.transforms.kept_representatives import KeptRepresentatives, Link
 
 _NAME = "SemanticDedup"
 _ASSIGN_BATCH = 4096  # documents assigned to centroids per kernel call
@@ -107,10 +110,12 @@ class SemanticDedup(beam.PTransform):
     ``ExactDedup``'s does (a document lacking the embedding or a ranking
     field too), and ``progress`` and ``progress_folder`` show its counts as
     ``ExactDedup``'s do. Gives ``.kept`` and ``.removed`` as ``ExactDedup`` does:
-    a removed document's ``duplicate_of`` and ``matched_id`` are both the
-    earlier-ranked document it is most similar to (NeMo's ``max_id``, which
-    may itself be removed: ``survivors.surviving_representatives`` follows
-    such chains), ``similarity`` and ``matched_similarity`` their cosine similarity.
+    a removed document's ``matched_id`` is the earlier-ranked document it is
+    most similar to (NeMo's ``max_id``, which may itself be removed), and
+    ``duplicate_of`` the kept document that chain of matches ends at;
+    ``similarity`` and ``matched_similarity`` are the cosine similarities of
+    those pairs. ``star_rounds`` is how many rounds finding the chains may
+    take, as ``FuzzyDedup``'s connected components.
     """
 
     def __init__(
@@ -139,6 +144,7 @@ class SemanticDedup(beam.PTransform):
         cluster_block_size: int = 1 << 16,
         cross_cluster: bool = False,
         cross_cluster_margin: float | None = None,
+        star_rounds: int = 10,
         cache_path: str | None = None,
         cache_key: str | None = None,
         on_bad_record: str = "raise",
@@ -201,6 +207,7 @@ class SemanticDedup(beam.PTransform):
         self.pairwise_batch_size, self.block_size = pairwise_batch_size, cluster_block_size
         self.cross_cluster, self.margin = cross_cluster, cross_cluster_margin
         self.cache_path, self.cache_key = cache_path, cache_key
+        self.star_rounds = star_rounds
         check_on_bad_record(on_bad_record, _NAME)
         self.on_bad_record = on_bad_record
 
@@ -235,7 +242,8 @@ class SemanticDedup(beam.PTransform):
             | "GroupBlockPairs" >> beam.GroupByKey()
             | "ScoreBlockPairs" >> beam.FlatMap(self._pair_duplicates)
             | "BestMatch" >> beam.CombinePerKey(best_match, which_to_keep=self.order)
-            | "AsVerdicts" >> beam.MapTuple(lambda key, match: (key, (match[1], match[0])))
+            | "AsLinks" >> beam.MapTuple(lambda key, match: (key, Link(match[1], match[0], *match[3:])))
+            | "KeptRepresentatives" >> KeptRepresentatives(self.star_rounds, _NAME)
         )
         joined = {"document": keyed, "duplicate": removals} | "MeetVerdicts" >> beam.CoGroupByKey()
         tagged = joined | "Verdicts" >> beam.ParDo(_Verdict(self.id_field))
@@ -353,9 +361,10 @@ class SemanticDedup(beam.PTransform):
         """Which of ``parts`` blocks (or chunks) a document falls in: by a seeded hash of its id alone."""
         return 0 if parts <= 1 else int(uniform_by_id([document_id], self.seed)[0] * parts)
 
-    def _pair_duplicates(self, group: tuple[tuple, Iterable[tuple]]) -> Iterator[tuple[Any, tuple[float, Any, Any]]]:
-        """``(id, (score, max_id, max_id's rank))`` of each document of a group whose best earlier match in it
-        scores at least ``1 - eps``: within a block, across two blocks, or between a block and its visitors."""
+    def _pair_duplicates(self, group: tuple[tuple, Iterable[tuple]]) -> Iterator[tuple[Any, tuple]]:
+        """``(id, (score, max_id, max_id's rank, its unit vector, max_id's))`` of each document of a group whose
+        best earlier match in it scores at least ``1 - eps``: within a block, across two blocks, or between a
+        block and its visitors."""
         from beam_curator.dedup.semantic.cross_cluster import cross_cluster_scores
         from beam_curator.dedup.semantic.pairwise import ID, MAX_ID, MAX_RANK_KEY, SCORE, semdedup_clusters
 
@@ -366,7 +375,7 @@ class SemanticDedup(beam.PTransform):
         if not sides[0]:  # visitors of a block that drew no members
             return
         ids, unit, keys = self._ranked(sides)
-        found = []
+        vectors, found = list(zip(ids, unit)), []
         if low != high:
             found.append(cross_cluster_scores(ids[0], unit[0], keys[0], ids[1], unit[1], keys[1], self.order,
                                               self.pairwise_batch_size))
@@ -374,16 +383,20 @@ class SemanticDedup(beam.PTransform):
             found.append(semdedup_clusters(ids[0], unit[0], keys[0], [0], self.order, self.pairwise_batch_size))
         if guests:  # never with a ranking strategy: each side's keys are global
             (g_ids,), (g_unit,), (g_keys,) = self._ranked([guests])
+            vectors.append((g_ids, g_unit))
             found.append(cross_cluster_scores(ids[0], unit[0], keys[0], g_ids, g_unit, g_keys, self.order,
                                               self.pairwise_batch_size))
         ranked_by = {} if self.ranking is None else {member[0]: member[4] for side in sides for member in side}
+        unit_of: dict[Any, np.ndarray] = {}
         for scores in found:
             scores = scores[scores[SCORE] >= 1 - self.eps]
+            if len(scores) and not unit_of:  # the vectors a removal carries on (KeptRepresentatives)
+                unit_of = {key: row for side_ids, side_unit in vectors for key, row in zip(side_ids.tolist(), side_unit)}
             for document_id, max_id, score, max_key in zip(scores[ID].tolist(), scores[MAX_ID].tolist(),
                                                            scores[SCORE].tolist(), scores[MAX_RANK_KEY].tolist()):
                 # A strategy's keys are positions among these blocks only: its sort key ranks across pairs.
                 rank = max_key if self.ranking is None else self.ranking.sort_key(max_id, ranked_by[max_id])
-                yield document_id, (float(score), max_id, rank)
+                yield document_id, (float(score), max_id, rank, unit_of[document_id].copy(), unit_of[max_id].copy())
 
     def _ranked(self, sides: list[list[tuple]]) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
         """The ids, unit vectors and rank keys of each side's ``(id, vector, cosine distance, l2 distance,
@@ -455,7 +468,7 @@ class _Verdict(beam.DoFn):
                              f"{len(documents)} documents; ids must be unique")
         for document in documents:
             if verdicts:
-                (max_id, similarity), = verdicts
-                yield REMOVED, removed_form(document, (max_id, similarity, max_id, similarity))
+                (removal,) = verdicts
+                yield REMOVED, removed_form(document, tuple(removal))
             else:
                 yield KEPT, document

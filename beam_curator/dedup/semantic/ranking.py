@@ -65,14 +65,14 @@ def is_descending(which_to_keep: str) -> bool:
     return which_to_keep == "hard"
 
 
-def best_match(matches: Iterable[tuple[float, Any, Any]], which_to_keep: str) -> tuple[float, Any, Any]:
-    """Of one document's ``(score, max_id, max_id's rank key)`` matches, the one
+def best_match(matches: Iterable[tuple], which_to_keep: str) -> tuple:
+    """Of one document's ``(score, max_id, max_id's rank key, ...)`` matches (what follows rides along), the one
     :func:`~beam_curator.dedup.semantic.cross_cluster.combine_scores` keeps:
     the highest score, of equal ones the earlier-ranked match. For a combine
     (``SemanticDedup``'s), which meets a document's matches a few at a time,
     its own results among them, rather than as score rows."""
     found = list(matches)
-    best = max(score for score, _, _ in found)
+    best = max(match[0] for match in found)
     earliest = max if is_descending(which_to_keep) else min
     return earliest((match for match in found if match[0] == best), key=lambda match: (match[2], match[1]))
 
