@@ -186,15 +186,16 @@ def test_a_changed_file_runs_all_its_blocks_again(tmp_path: Path) -> None:
     assert {"id": 5, "text": "new text"} in output_rows(tmp_path / "out")
 
 
+KILLABLE_WORKERS = 2  # the local runner's threads: each may hold a block between its output and its mark
 KILLABLE_RUN = """
 import json, sys
 from beam_curator import Pipeline
 from beam_curator.stages.io import JsonlReader, JsonlWriter
 from curator_helpers import SlowLog
-source, output, checkpoint, log, blocksize, delay = sys.argv[1:]
+source, output, checkpoint, log, blocksize, delay, workers = sys.argv[1:]
 summary = Pipeline("blocks", stages=[
     JsonlReader(source, blocksize=int(blocksize)), SlowLog(log, float(delay)), JsonlWriter(output),
-]).run(checkpoint_path=checkpoint, progress=False)
+]).run(checkpoint_path=checkpoint, progress=False, num_workers=int(workers))
 print(json.dumps({"pending": summary.partitions_pending, "skipped": summary.partitions_skipped}))
 """
 
@@ -207,7 +208,7 @@ def test_a_run_killed_mid_file_resumes_at_the_first_unfinished_block(tmp_path: P
 
     def command(output: str, log: str, delay: float) -> list[str]:
         return [sys.executable, "-c", KILLABLE_RUN, str(path), str(tmp_path / output), str(tmp_path / f"{output}.ckpt"),
-                str(tmp_path / log), str(blocksize), str(delay)]
+                str(tmp_path / log), str(blocksize), str(delay), str(KILLABLE_WORKERS)]
 
     reference = subprocess.run(command("reference", "reference.log", 0), env=environment, capture_output=True,
                                text=True, timeout=120)
@@ -216,8 +217,9 @@ def test_a_run_killed_mid_file_resumes_at_the_first_unfinished_block(tmp_path: P
         first = subprocess.Popen(command("out", "first.log", 0.5), env=environment, stdout=sink,
                                  stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 90
-        # A block's output is written before it is marked: once the fourth is out, the third is marked.
-        while len(list((tmp_path / "out").glob("*.jsonl"))) < 4:
+        # A block's output is written before it is marked, and each thread may be between the two: once
+        # 3 + KILLABLE_WORKERS outputs are out, at least three blocks are marked.
+        while len(list((tmp_path / "out").glob("*.jsonl"))) < 3 + KILLABLE_WORKERS:
             assert first.poll() is None, (tmp_path / "first.out").read_text()[-3000:]
             assert time.monotonic() < deadline, "no output appeared"
             time.sleep(0.05)

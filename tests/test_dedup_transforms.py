@@ -222,6 +222,22 @@ def test_on_bad_record_skip_drops_and_counts_the_documents_it_cannot_deduplicate
 
 
 @pytest.mark.parametrize("transform", [ExactDedup, FuzzyDedup])
+def test_rows_of_batches_that_are_skipped_are_in_neither_output(transform: type) -> None:
+    """A batch's rows without a usable text or id, skipped, leave the batch as a skipped document leaves the
+    pipeline: the kept batches hold only the rows kept, the removed ones only the rows removed."""
+    rows = [*DOCS, {"doc_id": 1000, "text": None}, {"doc_id": None, "text": "a None id"}]
+    batches = [DocumentBatch(task_id=f"t{start}", dataset_name="bad", data=pa.Table.from_pylist(rows[start:start + 3]))
+               for start in (0, 3)]
+    with beam.Pipeline(runner="DirectRunner") as pipeline:
+        result = pipeline | beam.Create(batches) | transform(id_field="doc_id", on_bad_record="skip")
+        ids = {name: output | f"{name}Ids" >> beam.FlatMap(lambda batch: batch.data.column("doc_id").to_pylist())
+               for name, output in (("kept", result.kept), ("removed", result.removed))}
+        assert_that(ids["kept"], equal_to([1, 2]), label="kept")
+        assert_that(ids["removed"], equal_to([3, 7]), label="removed")
+        assert_that(result.kept | beam.Map(lambda batch: batch.task_id), equal_to(["t0", "t3"]), label="tasks")
+
+
+@pytest.mark.parametrize("transform", [ExactDedup, FuzzyDedup])
 def test_on_bad_record_takes_the_readers_choices(transform: type) -> None:
     with pytest.raises(ValueError, match=f"{transform.__name__}: on_bad_record must be 'raise' or 'skip', not 'drop'"):
         transform(on_bad_record="drop")

@@ -7,7 +7,10 @@ through the transform as dicts holding only the columns it reads (and where
 they came from), and each batch then meets the rows removed from it. A
 batch comes out as it went in, less those rows (``kept``), and the removed
 rows come out as a batch of their own, with the columns of
-``dedup_documents.REMOVAL_FIELDS`` (``removed``).
+``dedup_documents.REMOVAL_FIELDS`` (``removed``). With
+``on_bad_record="skip"`` a batch also meets the places of its rows that
+passed screening, so that a row the transform skipped leaves the batch too,
+in neither output, as a skipped document does.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import apache_beam as beam
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from beam_curator.tasks import DocumentBatch, Task
 from beam_curator.transforms.dedup_documents import (
@@ -33,6 +35,7 @@ from beam_curator.transforms.dedup_documents import (
 
 # Where a row came from: its batch's key and its place in the batch.
 BATCH_KEY, BATCH_ROW = "__batch_key", "__batch_row"
+SCREENED = "screened"  # the side of DropRows naming the rows that passed screening, where rows may be skipped
 
 
 def takes_tasks(documents: beam.PCollection) -> bool:
@@ -53,7 +56,8 @@ class RowsOfBatches(beam.PTransform):
     """``row_dedup`` (a dedup transform on dicts) applied to the rows of
     ``DocumentBatch`` tasks; ``columns`` maps its parameters to the columns
     it reads (``{"id_field": "doc_id", "text_field": "text"}``, always with
-    ``id_field``). Gives ``DedupOutputs`` of batches."""
+    ``id_field``); ``row_dedup.on_bad_record`` says whether it may skip rows.
+    Gives ``DedupOutputs`` of batches."""
 
     def __init__(self, row_dedup: beam.PTransform, columns: Mapping[str, str], transform: str) -> None:
         super().__init__()
@@ -61,23 +65,31 @@ class RowsOfBatches(beam.PTransform):
 
     def expand(self, batches: beam.PCollection) -> DedupOutputs:
         keyed = batches | "KeyBatches" >> beam.Map(lambda batch: (uuid.uuid4().hex, batch))
-        rows = keyed | "Rows" >> beam.FlatMap(self._rows).with_output_types(dict)
-        removed = (
-            (rows | "DedupRows" >> self.row_dedup).removed
-            | "ByBatch" >> beam.Map(lambda row: (row[BATCH_KEY], (row[BATCH_ROW],
-                                                                  tuple(row[name] for name in REMOVAL_FIELDS))))
-        )
-        joined = {"batch": keyed, "removed": removed} | "MeetTheirBatch" >> beam.CoGroupByKey()
+        rows = keyed | "Rows" >> beam.FlatMap(rows_of, self.columns, self.transform).with_output_types(dict)
+        deduplicated = rows | "DedupRows" >> self.row_dedup
+        sides = {"batch": keyed, "removed": deduplicated.removed | "ByBatch" >> beam.Map(
+            lambda row: (row[BATCH_KEY], (row[BATCH_ROW], tuple(row[name] for name in REMOVAL_FIELDS))))}
+        if self.row_dedup.on_bad_record == "skip":  # a row in neither output was skipped
+            sides[SCREENED] = (deduplicated.kept, deduplicated.removed) | "Screened" >> beam.Flatten() | places()
+        joined = sides | "MeetTheirBatch" >> beam.CoGroupByKey()
         tagged = joined | "DropRemovedRows" >> beam.ParDo(DropRows(self.columns["id_field"], self.transform))
         return kept_and_removed(tagged, batches.element_type, batches.element_type)
 
-    def _rows(self, keyed: tuple[str, Task]) -> Iterator[dict]:
-        key, batch = keyed
-        table = task_table(batch, self.transform)
-        check_columns(table, self.columns, self.transform)
-        names = list(dict.fromkeys(self.columns.values()))
-        for row, record in enumerate(table.select(names).to_pylist()):
-            yield {**record, BATCH_KEY: key, BATCH_ROW: row}
+
+
+def rows_of(keyed: tuple[str, Task], columns: Mapping[str, str], transform: str) -> Iterator[dict]:
+    """The rows of a keyed batch as dicts of the ``columns`` a transform reads, with where they came from."""
+    key, batch = keyed
+    table = task_table(batch, transform)
+    check_columns(table, columns, transform)
+    names = list(dict.fromkeys(columns.values()))
+    for row, record in enumerate(table.select(names).to_pylist()):
+        yield {**record, BATCH_KEY: key, BATCH_ROW: row}
+
+
+def places() -> beam.PTransform:
+    """Rows of ``rows_of`` to ``(batch key, row)``: the side of ``DropRows`` that names the screened rows."""
+    return "Places" >> beam.Map(lambda row: (row[BATCH_KEY], row[BATCH_ROW]))
 
 
 def task_table(batch: Any, transform: str) -> pa.Table:
@@ -88,9 +100,11 @@ def task_table(batch: Any, transform: str) -> pa.Table:
 
 
 class DropRows(beam.DoFn):
-    """A batch (``batch``) and ``(row, removal)`` of its rows to remove
-    (``removed``) in; the batch without them tagged ``kept``, those rows with
-    the removals' columns (``REMOVAL_FIELDS``) as a batch of their own tagged ``removed``."""
+    """A batch (``batch``), ``(row, removal)`` of its rows to remove
+    (``removed``) and, where rows may have been skipped, the rows that passed
+    screening (``SCREENED``) in; the batch less the removed and the skipped
+    rows tagged ``kept``, the removed rows with the removals' columns
+    (``REMOVAL_FIELDS``) as a batch of their own tagged ``removed``."""
 
     def __init__(self, id_field: str, transform: str) -> None:
         self.id_field, self.transform = id_field, transform
@@ -99,17 +113,19 @@ class DropRows(beam.DoFn):
         _, sides = joined
         (batch,) = sides["batch"]
         removed = dict(sides["removed"])
-        if not removed:
+        table = batch.to_pyarrow()
+        kept = (set(sides[SCREENED]) if SCREENED in sides else set(range(table.num_rows))) - set(removed)
+        if not removed and len(kept) == table.num_rows:
             yield KEPT, batch
             return
-        table = batch.to_pyarrow()
+        yield KEPT, dataclasses.replace(batch, data=table.filter(pa.array([row in kept for row in range(table.num_rows)])))
+        if not removed:
+            return
         taken = [name for name in REMOVAL_FIELDS if name in table.column_names]
         if taken:
             raise ValueError(f"{self.transform}: a batch already has the columns {taken} that would say what a "
                              "removed row duplicates: rename them before deduplicating")
         rows = sorted(removed)
-        dropped = pa.array([row in removed for row in range(table.num_rows)])
-        yield KEPT, dataclasses.replace(batch, data=table.filter(pc.invert(dropped)))
         id_type = table.schema.field(self.id_field).type
         gone = table.take(rows)
         for number, name in enumerate(REMOVAL_FIELDS):

@@ -12,7 +12,9 @@ The package's ``DocumentBatch`` tasks (a PCollection typed ``Task``, as
 ``CuratorStages`` gives) are deduplicated by row: only ``(digest, id, batch,
 row)`` records are grouped by digest (not the rows' texts, as
 ``batch_rows.RowsOfBatches`` would group them), and each batch then meets the
-rows to drop from it (``batch_rows.DropRows``).
+rows to drop from it (``batch_rows.DropRows``). Rows are screened as
+documents are, so ``on_bad_record`` treats a row without a usable id or text
+as it treats such a document.
 """
 
 from __future__ import annotations
@@ -24,10 +26,17 @@ import apache_beam as beam
 import pyarrow as pa
 
 from beam_curator.dedup import GENERATED_ID
-from beam_curator.dedup.exact import HASH_COLUMN, later_copies, md5_hex, md5_hex_array
+from beam_curator.dedup.exact import HASH_COLUMN, later_copies, md5_hex
 from beam_curator.errors import check_on_bad_record
-from beam_curator.tasks import Task
-from beam_curator.transforms.batch_rows import DropRows, check_columns, task_table, takes_tasks
+from beam_curator.transforms.batch_rows import (
+    BATCH_KEY,
+    BATCH_ROW,
+    SCREENED,
+    DropRows,
+    places,
+    rows_of,
+    takes_tasks,
+)
 from beam_curator.transforms.dedup_documents import (
     KEPT,
     REMOVED,
@@ -102,28 +111,26 @@ class ExactDedup(beam.PTransform):
 
     def _batches(self, batches: beam.PCollection) -> DedupOutputs:
         keyed = batches | "KeyBatches" >> beam.Map(lambda batch: (uuid.uuid4().hex, batch))
+        columns = {"id_field": self.id_field, "text_field": self.text_field}
+        screened = (keyed
+                    | "Rows" >> beam.FlatMap(rows_of, columns, _NAME)
+                    | "ScreenRows" >> beam.ParDo(ScreenDocuments(_NAME, self.on_bad_record, self._check)))
         later = (
-            keyed
-            | "RowDigests" >> beam.FlatMap(self._row_records)
+            screened
+            | "RowDigests" >> beam.Map(self._row_record)
             | "GroupCopies" >> beam.GroupByKey()
             | "LaterRows" >> beam.FlatMap(self._later_rows)
         )
-        joined = {"batch": keyed, "removed": later} | "MeetTheirBatch" >> beam.CoGroupByKey()
+        sides = {"batch": keyed, "removed": later}
+        if self.on_bad_record == "skip":  # a row that did not pass screening was skipped
+            sides[SCREENED] = screened | places()
+        joined = sides | "MeetTheirBatch" >> beam.CoGroupByKey()
         tagged = joined | "DropLaterRows" >> beam.ParDo(DropRows(self.id_field, _NAME))
         return kept_and_removed(tagged, batches.element_type, batches.element_type)
 
-    def _row_records(self, keyed: tuple[str, Task]) -> Iterator[tuple[str, tuple[Any, str, int]]]:
-        """``(digest, (id, batch key, row))`` of each row of a batch."""
-        key, batch = keyed
-        table = task_table(batch, _NAME)
-        check_columns(table, {"id_field": self.id_field, "text_field": self.text_field}, _NAME)
-        texts = table.column(self.text_field)
-        if not (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)):
-            raise ValueError(f"{_NAME}: text_field {self.text_field!r} holds {texts.type} values, not strings: "
-                             "set text_field to the column holding the text")
-        digests = md5_hex_array(texts).to_pylist()
-        for row, (digest, document_id) in enumerate(zip(digests, table.column(self.id_field).to_pylist())):
-            yield digest, (document_id, key, row)
+    def _row_record(self, row: dict) -> tuple[str, tuple[Any, str, int]]:
+        """``(digest, (id, batch key, row))`` of a screened row of a batch."""
+        return md5_hex(row[self.text_field]), (row[self.id_field], row[BATCH_KEY], row[BATCH_ROW])
 
     def _later_rows(self, group: tuple[str, Iterable[tuple[Any, str, int]]]
                     ) -> Iterator[tuple[str, tuple[int, tuple]]]:
