@@ -69,6 +69,15 @@ def test_batches_are_counted_by_row_once_per_transform(capfd: pytest.CaptureFixt
     assert err.count("documents in") == 1 and f"fuzzy: {COUNTS}" in err, err
 
 
+def test_documents_skipped_as_bad_records_are_counted_apart(capfd: pytest.CaptureFixture) -> None:
+    """Two documents without a text, skipped: in, but neither kept nor removed, so the line counts them apart."""
+    with beam.Pipeline(runner="DirectRunner") as pipeline:
+        _ = (pipeline | beam.Create(DOCUMENTS + [{"doc_id": 100}, {"doc_id": 101, "text": None}])
+             | ExactDedup(id_field="doc_id", on_bad_record="skip"))
+    err = capfd.readouterr().err
+    assert "ExactDedup: 32 documents in, 10 kept, 20 removed, 2 skipped as bad records" in err, err
+
+
 def test_on_a_terminal_a_bar_shows_the_documents_and_the_kept_and_removed(tmp_path: Path) -> None:
     script = tmp_path / "dedup.py"
     script.write_text(textwrap.dedent(f"""

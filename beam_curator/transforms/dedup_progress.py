@@ -166,4 +166,6 @@ def _counts(view: ProgressView) -> str:
                 "on other machines and need a progress_folder they can write to")
     documents, kept, removed = (snapshot.stage(stage)["items_in"] for stage in (DOCUMENTS_IN, KEPT_COUNT,
                                                                                 REMOVED_COUNT))
-    return f"{view.title}: {documents:,} documents in, {kept:,} kept, {removed:,} removed"
+    skipped = documents - kept - removed  # bad records on_bad_record="skip" dropped: in neither output
+    return (f"{view.title}: {documents:,} documents in, {kept:,} kept, {removed:,} removed"
+            + (f", {skipped:,} skipped as bad records" if skipped else ""))
