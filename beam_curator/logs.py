@@ -60,9 +60,11 @@ class _LibraryNoise(logging.Filter):
     other libraries' reports of an error that reaches the user anyway, once,
     as the package's own exception (a ``CuratorError`` or a stop that Beam
     logs with its traceback on its way up), and a job server's hang-up of a
-    finished job's data stream (see ``_stream_hung_up``), and Beam's routine
-    warnings of every run (``_ROUTINE_WARNINGS``), as ``configure_logging``
-    drops them."""
+    finished job's data stream (see ``_stream_hung_up``), asyncio's report of
+    a connection error in a task nobody awaited (an object store's client
+    writing to a connection the store closed: the request's own error reaches
+    the user as the store's outage), and Beam's routine warnings of every run
+    (``_ROUTINE_WARNINGS``), as ``configure_logging`` drops them."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.name == _PACKAGE or record.name.startswith(f"{_PACKAGE}."):
@@ -72,7 +74,8 @@ class _LibraryNoise(logging.Filter):
         if record.name == "root" and record.levelno < logging.ERROR:
             return _PACKAGE in record.pathname or "site-packages" not in record.pathname
         error = record.exc_info[1] if record.exc_info else None
-        if error is not None and (user_error_in(error) is not None or interrupted(error) or _stream_hung_up(error)):
+        if error is not None and (user_error_in(error) is not None or interrupted(error) or _stream_hung_up(error)
+                                  or (record.name == "asyncio" and isinstance(error, ConnectionError))):
             return False
         return not _REPORTED.search(record.getMessage())
 

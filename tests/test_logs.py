@@ -151,3 +151,33 @@ def test_a_second_stop_while_the_first_unwinds_the_run_leaves_at_once(where: str
     assert done.returncode == 143, done.stderr
     assert done.stderr.splitlines() == ["stopped at once, while stopping; finished partitions and phases are kept: "
                                         "rerun the same command to resume"], done.stderr
+
+
+ASYNCIO_TASKS = """
+import asyncio, gc, io, sys
+from beam_curator.logs import configure_logging
+
+async def fail(error):
+    raise error
+
+async def main():
+    # Tasks nobody awaits: an object store client's write to a connection the store closed, and a bug.
+    tasks = [asyncio.ensure_future(fail(error)) for error in (ConnectionResetError("closing transport"),
+                                                             ValueError("a real bug"))]
+    await asyncio.sleep(0.01)
+    tasks.clear()
+
+configure_logging(verbose=len(sys.argv) > 1)
+asyncio.run(main())
+gc.collect()
+"""
+
+
+@pytest.mark.parametrize("verbose", [False, True], ids=["default", "verbose"])
+def test_an_unawaited_tasks_connection_error_is_dropped_and_any_other_error_shown(verbose: bool) -> None:
+    """When an object store goes away, asyncio reports its client's unawaited write as an error with a traceback,
+    beside the one line that says the store went away: dropped unless verbose. Other unawaited errors show."""
+    run = subprocess.run([sys.executable, "-c", ASYNCIO_TASKS, *(["-v"] if verbose else [])], capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0 and "a real bug" in run.stderr, run.stderr
+    assert ("closing transport" in run.stderr) == verbose, run.stderr
