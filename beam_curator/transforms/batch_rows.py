@@ -114,11 +114,12 @@ class DropRows(beam.DoFn):
         (batch,) = sides["batch"]
         removed = dict(sides["removed"])
         table = batch.to_pyarrow()
-        kept = (set(sides[SCREENED]) if SCREENED in sides else set(range(table.num_rows))) - set(removed)
-        if not removed and len(kept) == table.num_rows:
+        screened = set(sides[SCREENED]) if SCREENED in sides else None  # None: no row was skipped
+        if not removed and (screened is None or len(screened) == table.num_rows):
             yield KEPT, batch
             return
-        yield KEPT, dataclasses.replace(batch, data=table.filter(pa.array([row in kept for row in range(table.num_rows)])))
+        kept = [row not in removed and (screened is None or row in screened) for row in range(table.num_rows)]
+        yield KEPT, dataclasses.replace(batch, data=table.filter(pa.array(kept)))
         if not removed:
             return
         taken = [name for name in REMOVAL_FIELDS if name in table.column_names]

@@ -111,6 +111,14 @@ def id_of(document: Any, id_field: str, transform: str) -> int | str:
     return value
 
 
+def check_id_and_text(document: Any, id_field: str, text_field: str, transform: str) -> None:
+    """What exact and fuzzy dedup read of a document: an integer or string id
+    and a string text; a ``CuratorInputError`` naming the document otherwise
+    (the ``check`` their ``ScreenDocuments`` take, with the fields bound)."""
+    id_of(document, id_field, transform)
+    text_of(document, text_field, transform, id_field)
+
+
 class ScreenDocuments(beam.DoFn):
     """The documents a dedup transform can deduplicate, passed on; ``check``
     (the transform's reading of a document's id and text, or vector) raises

@@ -20,6 +20,7 @@ as it treats such a document.
 from __future__ import annotations
 
 import uuid
+import functools
 from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
@@ -43,9 +44,9 @@ from beam_curator.transforms.dedup_documents import (
     DedupOutputs,
     ScreenDocuments,
     check_field_names,
+    check_id_and_text,
     check_input,
     field_of,
-    id_of,
     kept_and_removed,
     removed_form,
     removed_type,
@@ -87,6 +88,7 @@ class ExactDedup(beam.PTransform):
         self.id_field = id_field
         self.text_field = text_field
         self.on_bad_record = on_bad_record
+        self._check = functools.partial(check_id_and_text, id_field=id_field, text_field=text_field, transform=_NAME)
 
     def expand(self, documents: beam.PCollection) -> DedupOutputs:
         check_input(documents, _NAME)
@@ -101,10 +103,6 @@ class ExactDedup(beam.PTransform):
         tagged = grouped | "KeepSmallestId" >> beam.ParDo(_KeepSmallestId(self.id_field))
         return watched(self, documents, kept_and_removed(tagged, documents.element_type,
                                                          removed_type(documents.element_type, self.id_field)))
-
-    def _check(self, document: Any) -> None:
-        id_of(document, self.id_field, _NAME)
-        text_of(document, self.text_field, _NAME, self.id_field)
 
     def _keyed(self, document: Any) -> tuple[str, Any]:
         return md5_hex(text_of(document, self.text_field, _NAME)), document

@@ -21,6 +21,7 @@ a component of ``k`` members costs ``k * k`` signature comparisons.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
@@ -38,9 +39,9 @@ from beam_curator.transforms.dedup_documents import (
     DedupOutputs,
     ScreenDocuments,
     check_field_names,
+    check_id_and_text,
     check_input,
     field_of,
-    id_of,
     kept_and_removed,
     removed_form,
     removed_type,
@@ -81,6 +82,7 @@ class FuzzyDedup(beam.PTransform):
         check_field_names(_NAME, id_field=id_field, text_field=text_field)
         check_on_bad_record(on_bad_record, _NAME)
         self.on_bad_record = on_bad_record
+        self._check = functools.partial(check_id_and_text, id_field=id_field, text_field=text_field, transform=_NAME)
         for parameter, value in (("char_ngrams", char_ngrams), ("num_bands", num_bands),
                                  ("minhashes_per_band", minhashes_per_band)):
             if not isinstance(value, int) or value < 1:
@@ -120,10 +122,6 @@ class FuzzyDedup(beam.PTransform):
         )
         return watched(self, documents, kept_and_removed(tagged, documents.element_type,
                                                          removed_type(documents.element_type, self.id_field)))
-
-    def _check(self, document: Any) -> None:
-        id_of(document, self.id_field, _NAME)
-        text_of(document, self.text_field, _NAME, self.id_field)
 
     def _signed(self, batch: list[Any]) -> Iterator[Any]:
         """Each document keyed by its id with its signature, tagged ``signed``; each band key with the id, ``bands``."""
