@@ -29,12 +29,13 @@ from beam_curator.runners.options import IN_PROCESS
 from beam_curator.runners.services import adopt_job_servers, end_orphans
 from beam_curator.running.in_process import check_runs_in_process
 from beam_curator.running.progress import progress_folders, progress_view, start_timeout_for, wait_watched, watching
-from beam_curator.running.summary import RunSummary, summary_from_metrics
+from beam_curator.running.summary import RunSummary, counted_in_checkpoint, summary_from_metrics
 from beam_curator.running.without_metrics import Engine, in_process, on_dask, run_without_metrics
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.base import flatten_stages
 from beam_curator.transforms import CuratorStages, PipelineDefinitionError, locate_source_and_sink
 from beam_curator.transforms.after_complete import AfterComplete
+from beam_curator.transforms.progress import read_pending_keys
 from beam_curator.transforms.refusals import PipelineChangedError, check_changed_pipeline
 from beam_curator.transforms.stateful_completion import check_completion, runner_flags
 
@@ -192,7 +193,7 @@ def _run_steps(
             return _run_each_alone(steps, folders, on_dask(options), shown, map_size, completion, changed_pipeline)
         started = time.monotonic()
         beam_pipeline = beam.Pipeline(options=options)
-        views, previous = [], None
+        views, transforms, previous = [], [], None
         for (pipeline, checkpoint), folder in zip(steps, folders):
             transform = CuratorStages(pipeline.stages, checkpoint, map_size=map_size, progress_folder=folder,
                                       completion=completion, changed_pipeline=changed_pipeline)
@@ -201,6 +202,7 @@ def _run_steps(
             )
             _ = start | pipeline.name >> transform
             views.append(progress_view(pipeline.name, transform, folder))
+            transforms.append(transform)
             previous = transform
         start_timeout = start_timeout_for(runner_settings, steps[0][1], worker_start_timeout)
         on_cluster = flink_run_jobs(options)
@@ -209,14 +211,18 @@ def _run_steps(
             reclaim_stops()
             adopt_job_servers()
             wait_watched(result, watcher, runner_settings, on_cluster.cancel if on_cluster else None)
-    seconds = time.monotonic() - started
-    summaries = []
-    for pipeline, _ in steps:
-        if summaries and not summaries[-1].complete:  # AfterComplete gave it no root task
-            summaries.append(RunSummary(started=False, seconds=seconds))
-            continue
-        summaries.append(summary_from_metrics(result, pipeline.name, seconds))
-        logger.debug("pipeline %s finished: %s", pipeline.name, summaries[-1])
+        seconds = time.monotonic() - started
+        summaries = []
+        for (pipeline, _), transform, folder in zip(steps, transforms, folders):
+            if summaries and not summaries[-1].complete:  # AfterComplete gave it no root task
+                summaries.append(RunSummary(started=False, seconds=seconds))
+                continue
+            summary = summary_from_metrics(result, pipeline.name, seconds)
+            listed = read_pending_keys(folder)
+            if transform.store is not None and listed is not None:
+                summary = counted_in_checkpoint(summary, listed, transform.store)
+            summaries.append(summary)
+            logger.debug("pipeline %s finished: %s", pipeline.name, summary)
     return summaries
 
 

@@ -1,7 +1,10 @@
-"""``RunSummary``: what a run did, and how Beam's metrics become one.
+"""``RunSummary``: what a run did, and how Beam's metrics and the checkpoint become one.
 
 Every stage's DoFn counts partitions and tasks in Beam counters of the
 package's namespace; the driver reads them back per chain once the job ends.
+Which partitions completed is read from the checkpoint itself
+(``counted_in_checkpoint``): an engine that retries a failed task may lose
+the counts of the attempt that completed it (Spark).
 """
 
 from __future__ import annotations
@@ -12,18 +15,20 @@ from dataclasses import dataclass, field
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.runners.runner import PipelineResult
 
+from beam_curator.checkpoint import CheckpointStore
 from beam_curator.transforms.stage_dofns import NAMESPACE
 
 
 @dataclass
 class RunSummary:
-    """What a run did, read from Beam's metrics (on Dask, counted in the driver: no task counters)."""
+    """What a run did: its partitions as the checkpoint has them, its tasks as Beam's metrics count them
+    (none on Dask)."""
 
     partitions_pending: int = 0
     partitions_skipped: int = 0
     partitions_completed: int = 0
     partitions_changed: int = 0
-    partitions_incomplete: int = 0  # pending but not marked complete after the run (runners without metrics)
+    partitions_incomplete: int = 0  # pending but not marked complete after the run
     started: bool = True  # False: a step of ``run_in_order`` whose step before did not complete
     counters: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0  # of the Beam pipeline that ran it (steps of ``run_in_order`` share one)
@@ -64,6 +69,16 @@ def summary_from_metrics(result: PipelineResult, name: str, seconds: float) -> R
         counters=counters,
         seconds=seconds,
     )
+
+
+def counted_in_checkpoint(summary: RunSummary, pending_keys: set[str], store: CheckpointStore) -> RunSummary:
+    """``summary`` with its partitions counted from the keys the run listed as pending and the marks
+    ``store`` holds now: those marked complete, and those that are not."""
+    completed = len(pending_keys & store.completed())
+    summary.partitions_pending = len(pending_keys)
+    summary.partitions_completed = completed
+    summary.partitions_incomplete = len(pending_keys) - completed
+    return summary
 
 
 def _counters(result: PipelineResult, name: str) -> dict[str, int]:

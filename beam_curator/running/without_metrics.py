@@ -3,9 +3,8 @@ runner reports none, and on the in-process runner, which runs no Beam job
 (it keeps the stages' counters itself).
 
 The summary is counted in the driver instead: pending and skipped come from
-the listing made there before the run, completed from the checkpoint after
-it, and every pending partition the checkpoint does not hold counts as
-incomplete. Each chain runs on its own, one after another (see
+the listing made there before the run, completed and incomplete from the
+checkpoint after it (``counted_in_checkpoint``). Each chain runs on its own, one after another (see
 ``run_in_order``).
 """
 
@@ -20,7 +19,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from beam_curator.running.in_process import run_in_process
 from beam_curator.running.progress import progress_view, watching
-from beam_curator.running.summary import RunSummary
+from beam_curator.running.summary import RunSummary, counted_in_checkpoint
 from beam_curator.runners.dask import run_on_dask
 from beam_curator.stages.lineage import source_key
 from beam_curator.transforms import CuratorStages
@@ -63,14 +62,9 @@ def run_without_metrics(name: str, transform: CuratorStages, folder: str, engine
         started = time.monotonic()
         listing, store = transform.listing, transform.store
         counters = run() if listing.pending else {}
-        pending = {source_key(task) for task in listing.pending}
-        completed = len(pending & store.completed()) if store is not None else 0
-        return RunSummary(
-            partitions_pending=len(pending),
-            partitions_skipped=listing.skipped,
-            partitions_completed=completed,
-            partitions_changed=listing.changed,
-            partitions_incomplete=len(pending) - completed if store is not None else 0,
-            counters=counters,
-            seconds=time.monotonic() - started,
-        )
+        summary = RunSummary(partitions_pending=len(listing.pending), partitions_skipped=listing.skipped,
+                             partitions_changed=listing.changed, counters=counters,
+                             seconds=time.monotonic() - started)
+        if store is None:
+            return summary
+        return counted_in_checkpoint(summary, {source_key(task) for task in listing.pending}, store)

@@ -17,7 +17,11 @@ the checkpoint folder, which every worker can already reach, or in a local
 temporary folder for runs without one.
 
 The same files tell the driver that workers have started at all: a portable
-run whose SDK workers never start would otherwise wait forever.
+run whose SDK workers never start would otherwise wait forever. The worker
+that lists a chain's partitions also writes their checkpoint keys, once, to
+``<folder>/<host>-<pid>.pending``: the driver counts the run's completed
+partitions in the checkpoint, not in Beam's metrics, which an engine that
+retries a failed task may undercount (Spark).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from beam_curator.writing import write_atomically
 
 logger = logging.getLogger(__name__)
 PROGRESS_DIR = ".beam_curator_progress"
+_PENDING_SUFFIX = ".pending"
 _WRITE_EVERY_S = 1.0
 
 
@@ -57,6 +62,7 @@ class ProgressRecorder:
         self.units: dict[str, str] = {}  # per stage: what one of its items in is
         self.partitions = {"pending": 0, "skipped": 0, "completed": 0}
         self.advanced = 0  # documents handled inside stages' tasks, as they go (see ``advance``)
+        self.pending_keys: set[str] = set()  # see ``listed``
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._written = 0.0
@@ -89,6 +95,20 @@ class ProgressRecorder:
         with self._lock:
             self.advanced += documents
         self.write()
+
+    def listed(self, pending_keys: list[str], skipped: int) -> None:
+        """The source's listing: the checkpoint keys of the pending partitions, and how many were skipped.
+        The keys file holds every key this process listed in the run: an engine may list again (a
+        retried task) after some of them completed."""
+        self.pending_keys.update(pending_keys)
+        payload = "\n".join(sorted(self.pending_keys)).encode()
+        try:
+            write_atomically(self.url[: -len(".json")] + _PENDING_SUFFIX, lambda handle: handle.write(payload),
+                             durable=False)
+        except OSError as error:
+            logger.debug("pending partitions cannot be recorded in %s: %s", self.url, error)
+        self.partition("pending", len(pending_keys))
+        self.partition("skipped", skipped)
 
     def partition(self, kind: str, count: int = 1) -> None:
         with self._lock:
@@ -164,6 +184,21 @@ def read_progress(folder: str) -> Snapshot:
         for kind, value in record.get("partitions", {}).items():
             snapshot.partitions[kind] = snapshot.partitions.get(kind, 0) + value
     return snapshot
+
+
+def read_pending_keys(folder: str) -> set[str] | None:
+    """The checkpoint keys of the partitions a run listed as pending (``ProgressRecorder.listed``),
+    or None if no worker recorded a listing there."""
+    fs, path = fsspec.core.url_to_fs(folder)
+    fs.invalidate_cache(path)
+    try:
+        files = [name for name in fs.ls(path, detail=False) if name.endswith(_PENDING_SUFFIX)
+                 and not name.rsplit("/", 1)[-1].startswith(".")]
+    except FileNotFoundError:
+        return None
+    if not files:
+        return None
+    return {key for name in files for key in fs.cat_file(name).decode().split("\n") if key}
 
 
 def progress_folder_in(parent: str | None) -> str:

@@ -191,8 +191,7 @@ class SourceDoFn(_StageDoFn):
         self.skipped.inc(skipped)
         self.pending.inc(len(pending))
         if self.progress is not None:
-            self.progress.partition("pending", len(pending))
-            self.progress.partition("skipped", skipped)
+            self.progress.listed([source_key(task) for task in pending], skipped)
         logger.debug(
             "stage %s: %d partitions pending, %d skipped as complete",
             self.stage.stage_name, len(pending), skipped,
