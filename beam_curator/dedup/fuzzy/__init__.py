@@ -1,2 +1,3 @@
 """Fuzzy (MinHash LSH) deduplication kernels: signatures, LSH bands, connected
-components. Plain numpy over many documents at once; nothing here knows of Beam."""
+components. numpy over many documents at once (the MinHash kernel compiled by numba);
+nothing here knows of Beam."""

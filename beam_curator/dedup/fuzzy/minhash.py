@@ -10,18 +10,30 @@ signature holds, per permutation, the least value over its n-grams. The
 ``a_i, b_i`` are NeMo's draws from ``numpy.random.RandomState(seed)``.
 Empty texts get an all-zero signature, as cuDF gives them.
 
-Texts are hashed in runs of about ``CHARS_PER_RUN`` characters, each run at
-once: the texts' UTF-8 bytes are laid end to end, n-grams are byte ranges
-into that buffer, MurmurHash runs as numpy operations over all n-grams of
-one byte length together, and the permutations over blocks of n-grams, so
-Python does work per block, never per document or n-gram. A run's arrays
-take about 70 bytes per character; runs keep that bounded however many
-texts one call gets (the fuzzy workflow passes a whole input file).
+Texts are hashed in runs of about ``CHARS_PER_RUN`` characters, their UTF-8
+bytes laid end to end, so a call's memory stays bounded however many texts
+it gets (the fuzzy workflow passes a whole input file). Two kernels hash a
+run, with equal values:
+
+- the compiled one (:mod:`.minhash_compiled`, numba), some 9 times faster,
+  whenever numba imports;
+- the numpy one here, the fallback and the reference the compiled one is
+  tested against: n-grams are byte ranges into the run's buffer,
+  MurmurHash runs as numpy operations over all n-grams of one byte length
+  together, and the permutations over blocks of n-grams, so Python does
+  work per block, never per document or n-gram; its arrays take about 70
+  bytes per character of the run.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
+from collections.abc import Callable
+
 import numpy as np
+
+logger = logging.getLogger(__name__)
 
 MERSENNE_61 = np.uint64((1 << 61) - 1)
 _SEED_PRIMES = {32: (1 << 31) - 1, 64: (1 << 61) - 1}
@@ -136,22 +148,56 @@ def ngram_ranges(texts: list[str], width: int) -> tuple[np.ndarray, np.ndarray, 
     return buffer, starts, ends, document
 
 
-def signatures(texts: list[str], seeds: np.ndarray, width: int, hash_seed: int | None = None) -> np.ndarray:
+def signatures(texts: list[str], seeds: np.ndarray, width: int, hash_seed: int | None = None, *,
+               compiled: bool | None = None) -> np.ndarray:
     """``(len(texts), len(seeds))`` MinHash signatures (uint32 or uint64 as ``seeds``);
-    n-grams are hashed with ``hash_seed``, by default the first ``a`` (NeMo's choice)."""
+    n-grams are hashed with ``hash_seed``, by default the first ``a`` (NeMo's choice).
+
+    ``compiled``: the numba kernel (True; ImportError without numba), the
+    numpy one (False), or numba's where it imports (None: the fallback is
+    logged once, as it is some 9 times slower)."""
+    kernel = None if compiled is False else _compiled_kernel()
+    if kernel is None and compiled:
+        raise ImportError("the compiled MinHash kernel needs numba")
     result = np.empty((len(texts), len(seeds)), np.uint64 if seeds.dtype == np.uint64 else np.uint32)
     ends = np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)))
     low = 0
     while low < len(texts):
         before = int(ends[low - 1]) if low else 0
         high = max(low + 1, int(np.searchsorted(ends, before + CHARS_PER_RUN, "right")))
-        result[low:high] = _run_signatures(texts[low:high], seeds, width, hash_seed)
+        result[low:high] = _run_signatures(texts[low:high], seeds, width, hash_seed, kernel)
         low = high
     return result
 
 
-def _run_signatures(texts: list[str], seeds: np.ndarray, width: int, hash_seed: int | None) -> np.ndarray:
-    """The signatures of one run of texts, all at once."""
+@functools.cache
+def _compiled_kernel() -> Callable[..., None] | None:
+    """numba's kernel, or None where numba does not import (logged once per process)."""
+    try:
+        from beam_curator.dedup.fuzzy.minhash_compiled import signatures_into
+    except ImportError as error:
+        logger.warning("MinHash signatures use the numpy kernel, some 9 times slower than the compiled one: %s", error)
+        return None
+    return signatures_into
+
+
+def _run_signatures(texts: list[str], seeds: np.ndarray, width: int, hash_seed: int | None,
+                    kernel: Callable[..., None] | None) -> np.ndarray:
+    """The signatures of one run of texts, by the compiled ``kernel`` or, if None, numpy."""
+    if kernel is None:
+        return _vectorised_run(texts, seeds, width, hash_seed)
+    out_type = np.uint64 if seeds.dtype == np.uint64 else np.uint32
+    encoded = [text.encode("utf-8") for text in texts]
+    buffer = np.frombuffer(b"".join(encoded), np.uint8)
+    ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)))
+    a, b = (np.ascontiguousarray(seeds[:, column], out_type) for column in (0, 1))
+    result = np.empty((len(texts), len(seeds)), out_type)
+    kernel(buffer, ends, width, np.uint64(seeds[0, 0] if hash_seed is None else hash_seed), a, b, result)
+    return result
+
+
+def _vectorised_run(texts: list[str], seeds: np.ndarray, width: int, hash_seed: int | None) -> np.ndarray:
+    """The signatures of one run of texts, all at once, in numpy."""
     wide = seeds.dtype == np.uint64
     hash_function, out_type = (murmur3_64, np.uint64) if wide else (murmur3_32, np.uint32)
     buffer, starts, ends, document = ngram_ranges(texts, width)
@@ -186,8 +232,8 @@ def _run_signatures(texts: list[str], seeds: np.ndarray, width: int, hash_seed: 
 
 def signature_loop(text: str, seeds: np.ndarray, width: int) -> list[int]:
     """The same signature one n-gram and one permutation at a time, in plain
-    Python (32-bit): the definition the vectorised kernel is checked and
-    benchmarked against."""
+    Python (32-bit): the definition the kernels are checked and benchmarked
+    against."""
     mask = 0xFFFFFFFF
 
     def murmur(data: bytes, seed: int) -> int:
