@@ -4,6 +4,7 @@ from beam_curator.transforms.curator_stages import CuratorStages, locate_source_
 from beam_curator.transforms.dedup_documents import DedupOutputs
 from beam_curator.transforms.exact_dedup import ExactDedup
 from beam_curator.transforms.fuzzy_dedup import FuzzyDedup
+from beam_curator.transforms.language import IdentifyLanguage, SplitByLanguage
 from beam_curator.transforms.refusals import PipelineChangedError, PipelineDefinitionError
 from beam_curator.transforms.semantic_dedup import SemanticDedup
 from beam_curator.transforms.surviving_representatives import SurvivingRepresentatives
@@ -14,9 +15,11 @@ __all__ = [
     "DedupOutputs",
     "ExactDedup",
     "FuzzyDedup",
+    "IdentifyLanguage",
     "PipelineChangedError",
     "PipelineDefinitionError",
     "SemanticDedup",
+    "SplitByLanguage",
     "SurvivingRepresentatives",
     "TaskCoder",
     "locate_source_and_sink",
