@@ -35,7 +35,7 @@ from beam_curator.stages import ProcessingStage
 from beam_curator.stages.base import flatten_stages
 from beam_curator.transforms import CuratorStages, PipelineDefinitionError, locate_source_and_sink
 from beam_curator.transforms.after_complete import AfterComplete
-from beam_curator.transforms.progress import read_pending_keys
+from beam_curator.transforms.progress import read_pending_keys, remove_abandoned_progress
 from beam_curator.transforms.refusals import PipelineChangedError, check_changed_pipeline
 from beam_curator.transforms.stateful_completion import check_completion, runner_flags
 
@@ -185,6 +185,7 @@ def _run_steps(
 ) -> list[RunSummary]:
     shown = progress_shown() if progress is None else progress
     end_orphans()  # what a SIGKILLed run left: its job servers, clusters, worker pools
+    remove_abandoned_progress([checkpoint for _, checkpoint in steps])  # and its progress folders
     with progress_folders([checkpoint for _, checkpoint in steps]) as folders:
         if runner_name == IN_PROCESS:
             return _run_each_alone(steps, folders, in_process, shown, map_size, completion, changed_pipeline)

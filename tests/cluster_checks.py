@@ -294,15 +294,17 @@ class ClusterChecks:
         assert curator_helpers.output_rows(tmp_path / "out") == curator_helpers.output_rows(reference)
         assert run_marks_from_workers(tmp_path / "ckpt")
 
-    @pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "kill-worker", "kill-driver"])
+    @pytest.mark.parametrize("hows", [("sigterm", "ctrl-c"), ("kill-worker",), ("kill-driver",)],
+                             ids=["sigterm-then-ctrl-c", "kill-worker", "kill-driver"])
     def test_an_interrupted_cluster_run_resumes_to_the_uninterrupted_output(
-        self, tmp_path: Path, pool: WorkerPool, cluster: object, how: str,
+        self, tmp_path: Path, pool: WorkerPool, cluster: object, hows: tuple[str, ...],
     ) -> None:
-        """Stop the submitting process as a terminal's Ctrl-C or a scheduler's SIGTERM does (its whole
-        process group, Beam's job server with it), SIGKILL the engine's worker (TaskManager / Spark
-        worker and its executors) or SIGKILL the submitting process, once some partitions are marked;
-        then rerun. (A job cancelled through the engine: ``test_fuzzy_dedup_killed_on_the_engine...``.)"""
-        self.interrupt_and_rerun(tmp_path, pool, cluster, how)
+        """Stop the submitting process as a scheduler's SIGTERM does and then its rerun as a terminal's
+        Ctrl-C does (its whole process group, Beam's job server with it), SIGKILL the engine's worker
+        (TaskManager / Spark worker and its executors) or SIGKILL the submitting process, once some
+        partitions are marked; then rerun. (A job cancelled through the engine:
+        ``test_fuzzy_dedup_killed_on_the_engine...``.)"""
+        self.interrupt_and_rerun(tmp_path, pool, cluster, hows)
 
     def check_stopped(self, cluster: object, jobs_before: set[str], console: str) -> None:
         """After a stop the driver said one line, and the engine runs nothing of the run: each of its
@@ -320,50 +322,60 @@ class ClusterChecks:
         """Every job or application the engine knows, running or ended."""
         raise NotImplementedError
 
-    def interrupt_and_rerun(self, tmp_path: Path, pool: WorkerPool, cluster: object, how: str, *extra: str) -> None:
-        """Interrupt the driver's run with ``extra`` flags as ``how`` says once a partition is marked, rerun it
-        (``rerun_and_compare``)."""
+    def interrupt_and_rerun(self, tmp_path: Path, pool: WorkerPool, cluster: object, hows: tuple[str, ...],
+                            *extra: str) -> None:
+        """Run the driver with ``extra`` flags and interrupt it as each of ``hows`` says, in turn (each
+        stop a rerun of the run stopped before), once the run marks a partition more; then rerun it to
+        the end (``rerun_and_compare``)."""
         runner = self.runner(cluster, pool)
         input_dir = curator_helpers.write_corpus(tmp_path / "in", FILES)
         reference = reference_run(tmp_path, input_dir)
         every = {curator_helpers.source_id([file]) for file in input_dir.glob("*.jsonl")}
-        console, jobs_before = tmp_path / "first.out", self.job_ids(cluster)
+        for number, how in enumerate(hows):
+            self.interrupt(tmp_path, cluster, how, driver_command(tmp_path, input_dir, runner, f"stopped-{number}.log",
+                                                                  *extra), every)
+        rerun_and_compare(tmp_path, input_dir, runner, reference, *extra)
+
+    def interrupt(self, tmp_path: Path, cluster: object, how: str, command: list[str], every: set[str]) -> None:
+        """Start ``command``, and once the checkpoint marks a partition more than before, interrupt it as
+        ``how`` says; the engine is idle after, and (but for a killed worker, whose tasks the engine
+        reruns) some partitions are left for the next run."""
+        console, jobs_before = tmp_path / "console.out", self.job_ids(cluster)
+        marked_before = open_store(str(tmp_path / "ckpt")).completed() if (tmp_path / "ckpt").exists() else set()
         with console.open("w") as sink:
-            first = subprocess.Popen(driver_command(tmp_path, input_dir, runner, "first.log", *extra),
-                                     stdout=subprocess.DEVNULL, stderr=sink, env=driver_environment(),
-                                     start_new_session=True)
+            run = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=sink, env=driver_environment(),
+                                   start_new_session=True)
             try:
                 deadline = time.monotonic() + 240
-                while not open_store(str(tmp_path / "ckpt")).completed():
-                    assert first.poll() is None, f"the run ended before it could be interrupted:\n{console.read_text()[-3000:]}"
+                while not open_store(str(tmp_path / "ckpt")).completed() - marked_before:
+                    assert run.poll() is None, f"the run ended before it could be interrupted:\n{console.read_text()[-3000:]}"
                     assert time.monotonic() < deadline, f"no partition was marked:\n{console.read_text()[-3000:]}"
                     time.sleep(0.05)
                 if how in STOPS:
-                    os.killpg(first.pid, STOPS[how][0])
-                    assert first.wait(timeout=120) == STOPS[how][1], console.read_text()[-3000:]
+                    os.killpg(run.pid, STOPS[how][0])
+                    assert run.wait(timeout=120) == STOPS[how][1], console.read_text()[-3000:]
                     self.check_stopped(cluster, jobs_before, console.read_text())
                 elif how == "kill-worker":
                     self.kill_worker(cluster)
                     assert open_store(str(tmp_path / "ckpt")).completed() < every, \
                         "every partition was marked before the worker was killed"
                     self.restart_worker(cluster)
-                    first.wait(timeout=240)  # the engine restarts the lost tasks on the new worker, or fails the job
+                    run.wait(timeout=240)  # the engine restarts the lost tasks on the new worker, or fails the job
                 else:
-                    first.send_signal(signal.SIGKILL)
-                    first.wait(timeout=30)
+                    run.send_signal(signal.SIGKILL)
+                    run.wait(timeout=30)
                     # The job server it started lives on, and is what the next run's start ends.
                     assert "job-server" in end_orphans(), "the killed driver's job server was not found"
                     wait_until_idle(cluster)
             finally:
                 try:
-                    os.killpg(first.pid, signal.SIGKILL)  # the job server it started, if it outlived it
+                    os.killpg(run.pid, signal.SIGKILL)  # the job server it started, if it outlived it
                 except ProcessLookupError:
                     pass
         wait_until_idle(cluster)
         if how != "kill-worker":
             assert open_store(str(tmp_path / "ckpt")).completed() < every or how == "kill-driver", \
                 "every partition was marked before the interruption took effect"
-        rerun_and_compare(tmp_path, input_dir, runner, reference, *extra)
 
     def test_a_task_that_fails_once_is_retried_by_the_engine(
         self, tmp_path: Path, pool: WorkerPool, cluster: object,

@@ -101,7 +101,7 @@ class TestOnFlink(ClusterChecks):
     ) -> None:
         """A TaskManager killed under a run in streaming mode with stateful completion (the other
         interruptions of the driver's run are checked in batch mode)."""
-        self.interrupt_and_rerun(tmp_path, pool, cluster, "kill-worker", *STREAMING_STATEFUL)
+        self.interrupt_and_rerun(tmp_path, pool, cluster, ("kill-worker",), *STREAMING_STATEFUL)
 
 
 def test_a_cluster_takes_flink_settings_over_its_own() -> None:

@@ -103,39 +103,47 @@ def test_rerun_after_interrupt_does_only_the_rest_and_matches_an_uninterrupted_r
 STOPS = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "stopped by SIGTERM")}
 
 
-@pytest.mark.parametrize("sig", list(STOPS), ids=["ctrl-c", "sigterm"])
+STOPPED_FILES = 12  # two stops in a row, each after some output: enough partitions left for the second
+
+
 @pytest.mark.parametrize("runner, settings", [
     ("local", {}), ("local-multiprocess", {"num_workers": 2}), ("dask", {"num_workers": 2}), ("in-process", {}),
     ("portable", {}),
 ])
 def test_a_stop_ends_the_run_with_one_line_and_the_signals_exit_status(
-    runner: str, settings: dict, sig: signal.Signals, tmp_path: Path,
+    runner: str, settings: dict, tmp_path: Path,
 ) -> None:
-    """A terminal's Ctrl-C, or a scheduler's SIGTERM (Slurm's scancel signals
-    every process of the job), reaches the whole process group (the driver,
-    its worker processes, a dask cluster's): the run still ends with the one
-    line saying what is kept, the signal's exit status (130, 143), and the
-    same command then finishes the run as an uninterrupted one would have."""
-    status, stopped = STOPS[sig]
-    input_dir = write_corpus(tmp_path / "in", FILES)
+    """A scheduler's SIGTERM (Slurm's scancel signals every process of the job), and then, on the rerun,
+    a terminal's Ctrl-C, reach the whole process group (the driver, its worker processes, a dask
+    cluster's): each run ends with the one line saying what is kept and the signal's exit status
+    (143, 130), and the same command then finishes the run as an uninterrupted one would have."""
+    input_dir = write_corpus(tmp_path / "in", STOPPED_FILES)
     reference_dir = tmp_path / "reference"
     resume_pipeline(str(input_dir), str(reference_dir), str(tmp_path / "reference.log"), 0).run(runner="local")
     run = [*command(tmp_path, "first.log", runner), "--settings", json.dumps(settings)]
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SCRIPTS_DIR), os.environ.get("PYTHONPATH", "")])}
-    errors = tmp_path / "stderr.txt"
-    with errors.open("w") as stderr:
-        first = subprocess.Popen(run, stdout=subprocess.DEVNULL, stderr=stderr, env=environment, start_new_session=True)
-        deadline = time.monotonic() + 120
-        while len(list((tmp_path / "out").glob("*.jsonl"))) < 2:  # no mark needed: none kept is a valid stop
-            assert first.poll() is None and time.monotonic() < deadline, errors.read_text()[-3000:]
-            time.sleep(0.05)
-        os.killpg(first.pid, sig)
-        assert first.wait(timeout=60) == status, errors.read_text()[-3000:]
-    marked = open_store(str(tmp_path / "ckpt")).completed()
-    lines = errors.read_text().splitlines()
-    assert len(lines) == 1, errors.read_text()[-5000:]
-    said = re.fullmatch(rf"{stopped}; (\d+) partitions of 'resume' complete: rerun the same command to resume", lines[0])
-    assert said and int(said[1]) <= len(marked) < FILES, lines  # a worker may finish one more as the driver ends
+    marked: set[str] = set()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        status, stopped = STOPS[sig]
+        errors = tmp_path / f"stderr-{sig.name}.txt"
+        outputs_before = len(list((tmp_path / "out").glob("*.jsonl")))
+        with errors.open("w") as stderr:
+            stopping = subprocess.Popen(run, stdout=subprocess.DEVNULL, stderr=stderr, env=environment,
+                                        start_new_session=True)
+            deadline = time.monotonic() + 120
+            # No mark needed: a stop that keeps nothing new is a valid stop.
+            while len(list((tmp_path / "out").glob("*.jsonl"))) < outputs_before + 2:
+                assert stopping.poll() is None and time.monotonic() < deadline, errors.read_text()[-3000:]
+                time.sleep(0.05)
+            os.killpg(stopping.pid, sig)
+            assert stopping.wait(timeout=60) == status, errors.read_text()[-3000:]
+        marked = open_store(str(tmp_path / "ckpt")).completed()
+        lines = errors.read_text().splitlines()
+        assert len(lines) == 1, errors.read_text()[-5000:]
+        said = re.fullmatch(rf"{stopped}; (\d+) partitions of 'resume' complete: rerun the same command to resume",
+                            lines[0])
+        # A worker may finish one more as the driver ends.
+        assert said and int(said[1]) <= len(marked) < STOPPED_FILES, lines
     second = subprocess.run(run, capture_output=True, text=True, timeout=180, env=environment)
     assert second.returncode == 0, second.stderr[-3000:]
     assert json.loads(second.stdout.strip().splitlines()[-1])["skipped"] == len(marked)

@@ -34,6 +34,7 @@ from beam_curator.transforms.progress import (
     ProgressView,
     ProgressWatcher,
     WorkersDidNotStartError,
+    progress_folder_in,
     read_progress,
 )
 from beam_curator.workflows import FuzzyDeduplicationWorkflow
@@ -254,3 +255,30 @@ def test_our_pool_runs_workers_with_its_own_interpreter(
 ) -> None:
     summary = copy_through_pool(tmp_path, "beam_curator.runners.worker_pool", python_without_beam, pools, 60)
     assert summary.partitions_completed == SAMPLE_FILES
+
+
+KILLED_WITH_PROGRESS = """
+import os, signal, sys
+from beam_curator.transforms.progress import progress_folder_in
+in_checkpoint = progress_folder_in(sys.argv[1])
+os.makedirs(in_checkpoint)  # as its workers' first progress files make it
+print(in_checkpoint, progress_folder_in(None), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer or a scheduler's kill -9 ends a run
+"""
+
+
+def test_the_progress_folders_of_a_sigkilled_run_are_removed_by_the_next_run(tmp_path: Path) -> None:
+    """A killed run never reaches its ``finally``: its progress folders (in its checkpoint, and a temporary
+    one) stay until the next run's start finds their owner dead. A live run's folder stays."""
+    checkpoint = tmp_path / "ckpt"
+    killed = subprocess.run([sys.executable, "-c", KILLED_WITH_PROGRESS, str(checkpoint)], capture_output=True,
+                            text=True, timeout=60)
+    assert killed.returncode == -signal.SIGKILL
+    left = [Path(folder) for folder in killed.stdout.split()]
+    assert len(left) == 2 and all(folder.is_dir() for folder in left)
+    live = Path(progress_folder_in(str(checkpoint)))
+    live.mkdir(parents=True)
+    Pipeline("copy", stages=[JsonlReader(sample_corpus_path()), JsonlWriter(str(tmp_path / "out"))]).run(
+        checkpoint_path=str(checkpoint), runner="local", progress=False)
+    assert not any(folder.exists() for folder in left), "a killed run's progress folder was left"
+    assert live.is_dir(), "a live run's progress folder was removed"

@@ -100,11 +100,13 @@ class Service:
         raise TimeoutError(f"{self.name} did not listen on localhost:{self.port} within {self.startup_timeout} s:\n{tail}")
 
     def kill(self) -> None:
-        """SIGKILL the whole group at once, as a crash or the OOM killer would."""
+        """SIGKILL the whole group at once, as a crash or the OOM killer would; its log goes with it
+        (once its marker is gone, nothing else would remove it)."""
         if self.process is not None:
             _signal_group(self.process.pid, signal.SIGKILL)
             self.process.wait()
             self._forget()
+            self._drop_log()
 
     def stop(self, grace: float = 10.0) -> None:
         """Terminate the group; kill what is left after ``grace``."""

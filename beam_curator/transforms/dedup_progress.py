@@ -32,6 +32,7 @@ from beam_curator.transforms.progress import (
     ProgressWatcher,
     forget_progress,
     progress_folder_in,
+    remove_abandoned_progress,
     read_progress,
 )
 from beam_curator.transforms.storage_settings import apply_settings, driver_settings
@@ -120,6 +121,7 @@ class _PipelineWatch:
 
     def add(self, title: str, parent: str | None) -> str:
         """The progress folder of a transform applied as ``title``, under ``parent`` if given."""
+        remove_abandoned_progress([parent])
         folder = progress_folder_in(parent)
         self.views.append(ProgressView(folder, title, DOCUMENTS_IN, DOCUMENTS_IN, (KEPT_COUNT, REMOVED_COUNT)))
         return folder

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 import fsspec
+import psutil
 
 from beam_curator.object_stores import delete_tree
 from beam_curator.writing import write_atomically
@@ -201,12 +202,52 @@ def read_pending_keys(folder: str) -> set[str] | None:
     return {key for name in files for key in fs.cat_file(name).decode().split("\n") if key}
 
 
+_TEMPORARY_PREFIX = "beam-curator-progress-"
+
+
 def progress_folder_in(parent: str | None) -> str:
     """A new folder for one run's progress files: under ``parent`` (a folder every worker can reach, such as the
-    checkpoint folder) if given, else a local temporary folder."""
+    checkpoint folder) if given, else a local temporary folder. Its name says which process owns it
+    (``<host>-<pid>-...``), so that the next run removes it if a SIGKILL left it (``remove_abandoned_progress``)."""
+    owner = f"{socket.gethostname()}-{os.getpid()}-"
     if parent:
-        return f"{parent.rstrip('/')}/{PROGRESS_DIR}/{uuid.uuid4().hex[:12]}"
-    return tempfile.mkdtemp(prefix="beam-curator-progress-")
+        return f"{parent.rstrip('/')}/{PROGRESS_DIR}/{owner}{uuid.uuid4().hex[:12]}"
+    return tempfile.mkdtemp(prefix=f"{_TEMPORARY_PREFIX}{owner}")
+
+
+def remove_abandoned_progress(parents: list[str | None]) -> list[str]:
+    """Remove the progress folders that runs on this host left when they were killed (their owner
+    is gone, or its pid now names a process started after the folder last changed), under each
+    of ``parents`` (checkpoint folders) and in the temporary folder; return them."""
+    places = [(f"{parent.rstrip('/')}/{PROGRESS_DIR}", "") for parent in parents if parent]
+    places.append((tempfile.gettempdir(), _TEMPORARY_PREFIX))
+    removed = []
+    for folder, prefix in places:
+        fs, path = fsspec.core.url_to_fs(folder)
+        try:
+            entries = fs.ls(path, detail=True)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
+            if entry["type"] == "directory" and name.startswith(prefix) and _abandoned(name[len(prefix):], entry):
+                forget_progress(entry["name"])
+                removed.append(entry["name"])
+    return removed
+
+
+def _abandoned(owner_and_id: str, entry: dict[str, Any]) -> bool:
+    host, _, rest = owner_and_id.rpartition("-")[0].rpartition("-")
+    pid = rest if rest.isdigit() else ""
+    if host != socket.gethostname() or not pid:
+        return False  # another host's run (this one cannot tell whether it lives), or a name of no run
+    try:
+        started = psutil.Process(int(pid)).create_time()
+    except psutil.Error:
+        return True
+    changed = entry.get("mtime") or entry.get("LastModified") or entry.get("created")
+    changed = changed.timestamp() if hasattr(changed, "timestamp") else changed
+    return changed is not None and started > float(changed) + 1.0
 
 
 def forget_progress(folder: str) -> None:
