@@ -165,8 +165,9 @@ def test_a_killed_run_reruns_to_the_output_of_an_uninterrupted_one(tmp_path: Pat
     inputs = write_files(tmp_path / "in", sample, files=6)
 
     def command(output: str, log: str, delay: float) -> list[str]:
-        return [sys.executable, str(SCRIPTS_DIR / "language_run.py"), str(inputs), str(tmp_path / output),
-                str(tmp_path / f"{output}-ckpt"), "--log", str(tmp_path / log), "--delay", str(delay)]
+        return [sys.executable, str(SCRIPTS_DIR / "resume_pipeline.py"), str(inputs), str(tmp_path / output),
+                str(tmp_path / f"{output}-ckpt"), "--log", str(tmp_path / log), "--delay", str(delay),
+                "--identify-language"]
 
     environment = {**os.environ, "PYTHONPATH": scripts_pythonpath()}
     fresh = subprocess.run(command("fresh", "fresh.log", 0), capture_output=True, text=True, timeout=120,
@@ -187,7 +188,8 @@ def test_a_killed_run_reruns_to_the_output_of_an_uninterrupted_one(tmp_path: Pat
     rerun = subprocess.run(command("out", "second.log", 0), capture_output=True, text=True, timeout=120,
                            env=environment)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert json.loads(rerun.stdout.strip().splitlines()[-1]) == {"skipped": len(marked), "completed": 6 - len(marked)}
+    summary = json.loads(rerun.stdout.strip().splitlines()[-1])
+    assert (summary["skipped"], summary["completed"]) == (len(marked), 6 - len(marked))
     assert output_rows(tmp_path / "out") == output_rows(tmp_path / "fresh")
 
 

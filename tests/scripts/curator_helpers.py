@@ -134,11 +134,16 @@ class FailOnce(ProcessingStage):
 
 def resume_pipeline(
     input_dir: str, output_dir: str, log_path: str, delay: float, shard: str | None = None,
+    identify_language: bool = False,
 ) -> Pipeline:
-    """Read one file per partition (only ``shard``'s, if given), log and wait, fan out and filter, write."""
+    """Read one file per partition (only ``shard``'s, if given), log and wait, fan out and filter, write;
+    with ``identify_language``, identify each document's language in place of the fan-out and filter."""
+    if identify_language:
+        from beam_curator.stages.text.language import LanguageIdentifier
+
+        middle: list[ProcessingStage] = [LanguageIdentifier(), SlowLog(log_path, delay)]
+    else:
+        middle = [SlowLog(log_path, delay), ChunkAndFilter(chunk=2)]
     return Pipeline("resume", stages=[
-        JsonlReader(input_dir, files_per_partition=1, shard=shard),
-        SlowLog(log_path, delay),
-        ChunkAndFilter(chunk=2),
-        JsonlWriter(output_dir),
+        JsonlReader(input_dir, files_per_partition=1, shard=shard), *middle, JsonlWriter(output_dir),
     ])
