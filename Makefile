@@ -16,8 +16,8 @@ install: $(STAMP)
 demo: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python examples/semdedup_demo.py
 
-# Tests in PYTEST_WORKERS processes, a test file to each in collection order: the two cluster files
-# (tests/test_cluster_*.py, the longest) start first, on separate workers, each starting its cluster once.
+# Tests in PYTEST_WORKERS processes, a test file to each in collection order, which tests/conftest.py makes
+# longest first: the two cluster files start first, on separate workers, each starting its cluster once.
 # Two on two cores: a third made the suite slower (28.6 against 26.0 min), the cores being busy already.
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q --durations=30 -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder tests

@@ -21,6 +21,19 @@ TESTS_DIR = Path(__file__).resolve().parent
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
+# The files that take minutes, longest first. `make test` hands whole files to its two workers in collection
+# order (xdist's loadfile, --no-loadscope-reorder), so these start first and the many short files even the
+# workers out at the end; in alphabetical order a long file drawn last kept one worker busy alone.
+LONGEST_FILES = ("test_cluster_flink.py", "test_cluster_spark.py", "test_docs.py", "test_semantic_dedup_transform.py",
+                 "test_fuzzy_workflow.py", "test_interrupt_resume.py", "test_terminal.py", "test_semdedup_resume.py",
+                 "test_embedding_runtimes.py", "test_s3_faults.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: place for place, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FILES)))  # stable: the rest keep their order
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """A test run stopped with SIGTERM (CI's time limit, ``timeout``) unwinds as Ctrl-C does: the
     fixtures' teardown stops the clusters, worker pools and servers the run started, which run in
