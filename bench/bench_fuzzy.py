@@ -1,6 +1,6 @@
 """Benchmark: fuzzy deduplication of the Debian corpus end to end, against
-datasketch's MinHashLSH and datatrove's MinHash deduplication, and how close
-each comes to the exact answer over all pairs.
+datasketch's and rensa's MinHash LSH and datatrove's MinHash deduplication,
+and how close each comes to the exact answer over all pairs.
 
 All at NeMo Curator's 20 bands of 13 minhashes (260 permutations). The corpus
 (all 63,905 descriptions by default) is written as JSONL files of 1,000
@@ -15,6 +15,10 @@ once, one after another, one process each:
   same 24-character shingles (``update_batch``, permutations shared), inserted
   into ``MinHashLSH(num_perm=260, params=(20, 13))``, each document queried,
   the pairs joined into groups by union-find; in memory, no files;
+- ``rensa``: the same, with rensa's Rust sketches: an ``RMinHash(num_perm=260,
+  seed=42)`` per document updated with the same shingles (as strings),
+  inserted into ``RMinHashLSH(threshold=0.8, num_perm=260, num_bands=20)``
+  (13 per band), each document queried, the pairs union-found; in memory;
 - ``datatrove``: its four stages as its example lays them out, each a
   ``LocalPipelineExecutor`` of one worker (signatures and filter one task,
   buckets one task per band), ``JsonlReader`` in and uncompressed
@@ -161,8 +165,27 @@ def datasketch_lsh(texts: list[str]) -> Found:
             sketch.update_batch([gram.encode() for gram in shingles(text)])
             session.insert(key, sketch)
             sketches.append(sketch)
+    return queried(sketches, lsh.query)
+
+
+def rensa_lsh(texts: list[str]) -> Found:
+    from rensa import RMinHash, RMinHashLSH
+
+    lsh = RMinHashLSH(threshold=0.8, num_perm=HASHES, num_bands=BANDS)
+    sketches = []
+    for key, text in enumerate(texts):
+        sketch = RMinHash(num_perm=HASHES, seed=42)
+        sketch.update(shingles(text))
+        lsh.insert(key, sketch)
+        sketches.append(sketch)
+    return queried(sketches, lsh.query)
+
+
+def queried(sketches: list, query: Callable[[object], Iterable[int]]) -> Found:
+    """What an in-memory LSH index finds: each document (its key the sketch's
+    place) queried for the others sharing a bucket, the pairs union-found."""
     pairs = {(min(key, other), max(key, other)) for key, sketch in enumerate(sketches)
-             for other in lsh.query(sketch) if other != key}
+             for other in query(sketch) if other != key}
     roots = union_find(pairs)
     return Found(pairs, roots, len(roots) - len(set(roots.values())))
 
@@ -394,6 +417,7 @@ def main() -> None:
         "beam_curator": lambda: run_workflow(scratch, "ids"),
         "beam_curator, removal": lambda: run_workflow(scratch, "removal", perform_removal=True),
         "datasketch": lambda: found.__setitem__("datasketch", datasketch_lsh(texts)),
+        "rensa": lambda: found.__setitem__("rensa", rensa_lsh(texts)),
         "datatrove, words": lambda: datatrove_dedup(source, scratch / "words", True, stages["words"]),
         "datatrove, characters": lambda: datatrove_dedup(source, scratch / "characters", False, stages["characters"]),
     }
@@ -424,6 +448,7 @@ def main() -> None:
         row("beam_curator, `perform_removal=True`", "deduplicated JSONL", timings["beam_curator, removal"], None,
             removal_removed),
         row("datasketch `MinHashLSH` + union-find", "in memory", timings["datasketch"], found["datasketch"]),
+        row("rensa `RMinHashLSH` + union-find", "in memory", timings["rensa"], found["rensa"]),
     ]
     for kind, shingled in (("words", "word 5-grams"), ("characters", "character 24-grams")):
         result = found[f"datatrove, {kind}"]
@@ -431,7 +456,8 @@ def main() -> None:
                   row(f"datatrove, {shingled}: all 4 stages", "deduplicated JSONL", timings[f"datatrove, {kind}"],
                       None, result.removed)]
 
-    judged = [("beam_curator", "characters"), ("datasketch", "characters"), ("datatrove, characters", "characters"),
+    judged = [("beam_curator", "characters"), ("datasketch", "characters"), ("rensa", "characters"),
+              ("datatrove, characters", "characters"),
               ("datatrove, words", "characters"), ("datatrove, words", "words")]
     rows = []
     for name, kind in judged:
@@ -441,13 +467,14 @@ def main() -> None:
             rows.append([name, "24 characters" if kind == "characters" else "5 words", f"{threshold}",
                          f"{len(true):,}", *(f"{value:.3f}" for value in scores)])
 
-    ours, sketch = timings["beam_curator"], timings["datasketch"]
+    ours, sketch, rensa = timings["beam_curator"], timings["datasketch"], timings["rensa"]
     trove_ids = summed("words", first_three)
     per_stage = "; ".join(
         f"{shingled}: " + ", ".join(f"{name} {t.wall:.1f} s wall / {t.cpu:.1f} s CPU" for name, t in stages[kind].items())
         for kind, shingled in (("words", "word 5-grams"), ("characters", "character 24-grams")))
     true8 = characters.at(0.8)
-    by_all = sum(all(pair in found[name].pairs for name in ("beam_curator", "datasketch", "datatrove, characters"))
+    hashing = ("beam_curator", "datasketch", "rensa", "datatrove, characters")
+    by_all = sum(all(pair in found[name].pairs for name in hashing)
                  for pair in true8)
     exact = "; ".join(
         f"{label}: shingling {truth[kind].shingling.wall:.1f} s wall / {truth[kind].shingling.cpu:.1f} s CPU, "
@@ -466,11 +493,12 @@ def main() -> None:
         + markdown_table(["contender", "truth's shingles", "Jaccard ≥", "true pairs", "candidate precision",
                           "candidate recall", "group precision", "group recall"], rows, align="lllrrrrr")
         + f"\n\nbeam_curator against datasketch: {ours.wall / sketch.wall:.2f}× the wall time, "
-        f"{ours.cpu / sketch.cpu:.2f}× the CPU time; against datatrove as its users run it (stages 1–3, ids out): "
+        f"{ours.cpu / sketch.cpu:.2f}× the CPU time; against rensa: {ours.wall / rensa.wall:.2f}× the wall time, "
+        f"{ours.cpu / rensa.cpu:.2f}× the CPU time; against datatrove as its users run it (stages 1–3, ids out): "
         f"{ours.wall / trove_ids.wall:.2f}× the wall time, {ours.cpu / trove_ids.cpu:.2f}× the CPU time; with "
         f"removal against its 4 stages: {timings['beam_curator, removal'].cpu / timings['datatrove, words'].cpu:.2f}× "
         f"the CPU time. Of the {len(true8):,} pairs at Jaccard ≥ 0.8 of the character shingles, "
-        f"{by_all / max(len(true8), 1):.1%} are candidate pairs of all three tools hashing them.\n"
+        f"{by_all / max(len(true8), 1):.1%} are candidate pairs of all {len(hashing)} tools hashing them.\n"
     )
     publish(__file__, body, args.append, machine)
 

@@ -125,9 +125,14 @@ class BandKeysStage(ProcessingStage):
             TO: pa.array(to.astype(np.int32)),
         })
 
+    def _routed(self, records: pa.Table) -> pa.Table:
+        """One band range's records sorted by task; with one partition they all go
+        to one task already (the sort, a copy of every band key, took a tenth of the step)."""
+        return records.sort_by(TO) if self.partitions > 1 else records
+
     def process(self, task: IdBucketTask) -> FileGroupTask:
         files = self.groups[task.data]
-        ranges = (pa.concat_tables([self._records(url, number, bands) for url in files]).sort_by(TO)
+        ranges = (self._routed(pa.concat_tables([self._records(url, number, bands) for url in files]))
                   for number, bands in enumerate(self.band_ranges))
         first = next(ranges)
         return written_in_pieces(self.folder, f"part.{task.data}.parquet", first.schema,
@@ -274,12 +279,16 @@ def written_in_pieces(folder: str, name: str, schema: pa.Schema, pieces: Iterabl
     """A sink's file ``<folder>/<name>``: ``pieces`` (each sorted by ``_to``)
     written as they come, in row groups of ``ROWS_PER_GROUP`` rows, so that a
     reader of one bucket skips the others; written atomically (a replay
-    rewrites it whole, so the checkpoint stays exact). The task records it."""
+    rewrites it whole, so the checkpoint stays exact). The task records it.
+
+    Only ``_to`` gets a dictionary and statistics, the readers' one use of
+    either: on band keys and ids, which hardly repeat and are never filtered
+    on, Parquet's defaults took 60% of the writing time (1.3M band keys)."""
     records = 0
 
     def write(handle) -> None:
         nonlocal records
-        with pq.ParquetWriter(handle, schema) as writer:  # no rows: a file of no row groups
+        with pq.ParquetWriter(handle, schema, use_dictionary=[TO], write_statistics=[TO]) as writer:  # no rows: no groups
             for piece in pieces:
                 writer.write_table(piece.cast(schema), row_group_size=ROWS_PER_GROUP)
                 records += piece.num_rows
