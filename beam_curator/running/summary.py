@@ -16,6 +16,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.runners.runner import PipelineResult
 
 from beam_curator.checkpoint import CheckpointStore
+from beam_curator.stages.text.filters.dropped import DOCUMENTS_DROPPED, DOCUMENTS_IN, DOCUMENTS_KEPT
 from beam_curator.transforms.stage_dofns import NAMESPACE
 
 
@@ -38,6 +39,18 @@ class RunSummary:
         return sum(value for name, value in self.counters.items() if name.endswith(".failed"))
 
     @property
+    def filters(self) -> dict[str, dict[str, int]]:
+        """Each filter's documents ``in``, ``kept`` and ``dropped``, by the name its counters have
+        (the stage's, or ``<stage>.<filter>`` in a chain): why the documents that went, went."""
+        suffixes = {f".{DOCUMENTS_IN}": "in", f".{DOCUMENTS_KEPT}": "kept", f".{DOCUMENTS_DROPPED}": "dropped"}
+        counts: dict[str, dict[str, int]] = {}
+        for name, value in self.counters.items():
+            for suffix, what in suffixes.items():
+                if name.endswith(suffix):
+                    counts.setdefault(name[:-len(suffix)], {"in": 0, "kept": 0, "dropped": 0})[what] = value
+        return counts
+
+    @property
     def complete(self) -> bool:
         """Every pending partition completed and no task failed: the next step of ``run_in_order`` may start."""
         return self.started and not self.tasks_failed and not self.partitions_incomplete and (
@@ -55,6 +68,8 @@ class RunSummary:
             f"{self.partitions_completed} completed this run, {self.tasks_failed} tasks failed"
             + (f", {self.partitions_incomplete} partitions not completed" if self.partitions_incomplete else "")
             + f" ({self.seconds:.1f} s)"
+            + "".join(f"\n  {name}: {count['in']} documents in, {count['kept']} kept, {count['dropped']} dropped"
+                      for name, count in sorted(self.filters.items()))
         )
 
 

@@ -94,6 +94,17 @@ class ProcessingStage(ABC):
             changed.batch_size = batch_size
         return changed
 
+    def count(self, name: str, value: int = 1) -> None:
+        """Add ``value`` to the run's counter ``name`` (as the stage names it: a filter stage counts
+        ``<filter>.documents_kept``). The stage knows nothing of Beam, so it keeps its counts here and
+        the runner (``take_counts``) adds them to the run's counters after each call."""
+        counts = self.__dict__.setdefault("_counts", {})
+        counts[name] = counts.get(name, 0) + value
+
+    def take_counts(self) -> dict[str, int]:
+        """What ``count`` counted since the last call, by name; the counts start again from nothing."""
+        return self.__dict__.pop("_counts", {})
+
     def fingerprint(self) -> object:
         """What decides this stage's results, recorded with a checkpoint so that a rerun notices a
         changed pipeline: by default its public attributes (the settings ``__init__`` stored), as

@@ -3,6 +3,7 @@
 from beam_curator.transforms.curator_stages import CuratorStages, locate_source_and_sink
 from beam_curator.transforms.dedup_documents import DedupOutputs
 from beam_curator.transforms.exact_dedup import ExactDedup
+from beam_curator.transforms.filter_documents import FilterDocuments, FilterOutputs
 from beam_curator.transforms.fuzzy_dedup import FuzzyDedup
 from beam_curator.transforms.language import IdentifyLanguage, SplitByLanguage
 from beam_curator.transforms.refusals import PipelineChangedError, PipelineDefinitionError
@@ -14,6 +15,8 @@ __all__ = [
     "CuratorStages",
     "DedupOutputs",
     "ExactDedup",
+    "FilterDocuments",
+    "FilterOutputs",
     "FuzzyDedup",
     "IdentifyLanguage",
     "PipelineChangedError",

@@ -48,6 +48,8 @@ def check_paths_apart(stages: list[ProcessingStage], checkpoint_path: str | None
     reads = {"file_paths" if index == 0 else f"file_paths of reader {index + 1}": stage.file_paths
              for index, stage in enumerate(s for s in stages if isinstance(s, FilePartitioningStage))}
     writes = {f"{type(stage).__name__} path": stage.path for stage in stages if isinstance(stage, FileWriterStage)}
+    writes.update({f"{stage.stage_name} exclusion_path": stage.exclusion_path for stage in stages
+                   if getattr(stage, "exclusion_path", None)})  # read again as input, they would be kept
     check_paths(reads, {**writes, "checkpoint_path": checkpoint_path})
 
 

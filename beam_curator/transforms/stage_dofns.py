@@ -119,6 +119,7 @@ class _StageDoFn(Recording):
         self.filtered.inc(len(outcome.filtered))
         self.failed.inc(len(outcome.failed))
         self.emitted.inc(len(outcome.outputs))
+        report_counts(self.stage)
         if self.progress is not None:
             self.progress.stage(self.stage.stage_name, len(inputs), items_in, items_out, self.stage.unit)
         for task in outcome.filtered:
@@ -128,6 +129,13 @@ class _StageDoFn(Recording):
                 yield from self._terminal(task, task._metadata.get("written"))
                 task._credits = {}  # stages after the sink must not return it again
             yield task
+
+
+def report_counts(stage: ProcessingStage) -> None:
+    """Add what ``stage`` counted itself (``ProcessingStage.count``) since the last report to the
+    Beam counters of the package's namespace, where the run's summary reads them."""
+    for name, value in stage.take_counts().items():
+        Metrics.counter(NAMESPACE, name).inc(value)
 
 
 @beam.typehints.with_input_types(Task)
