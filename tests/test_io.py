@@ -272,3 +272,44 @@ def test_vector_columns_are_written_plain_and_read_back_unchanged(tmp_path: Path
     assert not chunks["embeddings"].has_dictionary_page and not chunks["embeddings"].is_stats_set
     assert chunks["group"].has_dictionary_page and chunks["id"].is_stats_set
     assert pq.read_table(tmp_path / "v.parquet").equals(table)
+
+
+def test_partition_cols_write_hive_folders_that_resume_and_read_back(tmp_path: Path) -> None:
+    """Each value gets its folder (unsafe ones escaped as pyarrow does), each file is recorded: a
+    file deleted from one folder reruns its partition alone, and a partition whose input changed
+    removes its file from the folder of a value it no longer has."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    values = {"a": ["de", "en", "de"], "b": ["", None, "a/b", ".."]}
+    for stem, languages in values.items():
+        pq.write_table(pa.table({"text": [f"{stem}{i}" for i in range(len(languages))], "language": languages},
+                                schema=pa.schema([("text", pa.string()), ("language", pa.string())])),
+                       inputs / f"{stem}.parquet")
+
+    def run() -> int:
+        pipeline = Pipeline("split", stages=[ParquetReader(str(inputs), fingerprint="stat"),
+                                             ParquetWriter(str(tmp_path / "out"), partition_cols=["language"])])
+        return pipeline.run(checkpoint_path=str(tmp_path / "ckpt")).partitions_completed
+
+    assert run() == 2
+    folders = sorted(path.name for path in (tmp_path / "out").iterdir())
+    assert folders == ["language=..", "language=__HIVE_DEFAULT_PARTITION__", "language=a%2Fb", "language=de",
+                       "language=en"]
+    assert all("language" not in pq.read_schema(file).names for file in (tmp_path / "out").glob("*/*.parquet"))
+    table = pq.read_table(tmp_path / "out", partitioning="hive")
+    assert sorted(zip(table["text"].to_pylist(), table["language"].to_pylist()), key=str) == sorted(
+        [("a0", "de"), ("a1", "en"), ("a2", "de"), ("b0", None), ("b1", None), ("b2", "a/b"), ("b3", "..")], key=str)
+    reader = ParquetReader(str(tmp_path / "out"))
+    read = pa.concat_tables(reader.reader.process(task).to_pyarrow() for task in reader.partitioning.process(None))
+    assert sorted(zip(read["text"].to_pylist(), read["language"].to_pylist()), key=str) == sorted(
+        zip(table["text"].to_pylist(), table["language"].to_pylist()), key=str)
+    recorded = sorted(name for outputs in open_store(str(tmp_path / "ckpt")).snapshot().outputs.values()
+                      for candidates in outputs.values() for name, _, _ in candidates[-1])
+    assert recorded == sorted(str(file.relative_to(tmp_path / "out")) for file in (tmp_path / "out").glob("*/*"))
+
+    next((tmp_path / "out" / "language=a%2Fb").iterdir()).unlink()
+    assert run() == 1
+    assert len(list((tmp_path / "out").glob("*/*.parquet"))) == 5
+    pq.write_table(pa.table({"text": ["a0", "a1"], "language": ["de", "de"]}), inputs / "a.parquet")
+    assert run() == 1
+    assert not list((tmp_path / "out" / "language=en").iterdir())

@@ -18,6 +18,7 @@ examples:
   beam-curator semdedup ... --runner flink --flink-master host:8081 -- --parallelism=64
   beam-curator exact --input data/ --output results/ --id-field doc_id
   beam-curator fuzzy --input data/ --output results/ --id-field doc_id
+  beam-curator filter --input data/ --output filtered/ --preset fineweb    # or --config filters.yaml
   beam-curator checkpoint status cache/checkpoints/embedding
   beam-curator checkpoint shards ckpt/ --count 4 --input data/   # a job array's progress; exit 1 until complete
 
@@ -81,8 +82,9 @@ def add_logging_flags(parser: argparse.ArgumentParser, top_level: bool) -> None:
                        help="also log Apache Beam, its workers and the model libraries at INFO")
 
 
-def add_data_flags(parser: argparse.ArgumentParser, output: str, cache: str, text_use: str) -> None:
-    """The logging flags and the data flags every deduplication command has."""
+def add_data_flags(parser: argparse.ArgumentParser, output: str, cache: str, text_use: str, ids: bool = True) -> None:
+    """The logging flags and the data flags every command over a dataset has; ``ids=False`` leaves out
+    ``--id-field``, which only the deduplication commands use."""
     add_logging_flags(parser, top_level=False)
     data = parser.add_argument_group("data")
     data.add_argument("--input", required=True, help="folder, glob or file of the input data")
@@ -90,7 +92,8 @@ def add_data_flags(parser: argparse.ArgumentParser, output: str, cache: str, tex
     data.add_argument("--cache", help=cache)
     data.add_argument("--input-filetype", default="jsonl", choices=["jsonl", "parquet"], help="format of the input files")
     data.add_argument("--text-field", default="text", help=f"the field holding the text {text_use}")
-    data.add_argument("--id-field", help="your unique id field (default: generate ids into _curator_dedup_id)")
+    if ids:
+        data.add_argument("--id-field", help="your unique id field (default: generate ids into _curator_dedup_id)")
     data.add_argument("--on-bad-record", default="raise", choices=ON_BAD_RECORD,
                       help="a malformed record or one missing a field: stop naming it, or skip and count it")
     data.add_argument("--files-per-partition", type=int, default=1, help="input files per checkpointed partition")

@@ -1,7 +1,7 @@
 """The ``beam-curator`` command: resumable text curation on Apache Beam.
 
 Each command lives in a module of its own (``semdedup``, ``exact``,
-``fuzzy``, ``checkpoint``, ``job_server``, ``distill``) with its parser, handler and
+``fuzzy``, ``filter``, ``checkpoint``, ``job_server``, ``distill``) with its parser, handler and
 summary; this module builds the parser from them and dispatches. Every
 option is checked: a misspelt one is an error that names the closest valid
 options, never silently ignored. Raw Apache Beam flags go after ``--``.
@@ -17,10 +17,12 @@ from beam_curator import interrupts
 from beam_curator.cli.checkpoint import add_checkpoint
 from beam_curator.cli.distill import add_distill
 from beam_curator.cli.exact import add_exact
+from beam_curator.cli.filter import add_filter
 from beam_curator.cli.flags import EXAMPLES, CommandParser, HelpFormatter, add_logging_flags, with_flag_names
 from beam_curator.cli.fuzzy import add_fuzzy
 from beam_curator.cli.install import ShowInstall
 from beam_curator.cli.job_server import add_job_server
+from beam_curator.cli.langid import add_langid
 from beam_curator.cli.semdedup import add_semdedup
 from beam_curator.errors import CuratorError, CuratorSettingsError, user_error_in
 from beam_curator.logs import configure_logging
@@ -29,7 +31,7 @@ from beam_curator.logs import configure_logging
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(
         prog="beam-curator", description="Resumable text curation on Apache Beam: semantic deduplication "
-        "(NeMo Curator's SemDeDup), exact and fuzzy deduplication and checkpoint tools.",
+        "(NeMo Curator's SemDeDup), exact and fuzzy deduplication, heuristic filtering and checkpoint tools.",
         epilog=EXAMPLES, formatter_class=HelpFormatter, allow_abbrev=False,
     )
     parser.add_argument("--version", action=ShowInstall, help="show the version, the torch build and the "
@@ -39,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_semdedup(commands)
     add_exact(commands)
     add_fuzzy(commands)
+    add_langid(commands)
+    add_filter(commands)
     add_checkpoint(commands)
     add_job_server(commands)
     add_distill(commands)

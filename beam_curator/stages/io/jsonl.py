@@ -55,28 +55,31 @@ class JsonlReaderStage(FileReaderStage):
         return lines
 
     def read_file(self, path: str, block: FileBlock | None = None) -> FileRecords:
-        records, rows, skipped = [], [], 0
+        records, rows, skipped, fields = [], [], 0, self.fields_in(path)
         lines_before = functools.cache(lambda: self.rows_before(path, block) if block else 0)
         with fsspec.open(path, "rb", compression=None if block else "infer") as handle:
             for row, raw in enumerate(_lines(handle, block)):
                 first_of_file = row == 0 and (block is None or block.start == 0)
-                record = self._parse(path, raw, lambda: lines_before() + row + 1, first_of_file)
+                record = self._parse(path, raw, lambda: lines_before() + row + 1, first_of_file, fields)
                 if record is None:
                     skipped += raw.strip() != b""
                     continue
                 records.append(record)
                 rows.append(row)
         if not records:
-            table = pa.table({name: pa.array([], pa.string()) for name in self.fields or []})
+            table = pa.table({name: pa.array([], pa.string()) for name in fields or []})
             return FileRecords(table, pa.array([], pa.int64()), skipped)
         try:
-            return FileRecords(pa.Table.from_pylist(records), pa.array(rows, pa.int64()), skipped)
+            # With no field left to read (the file's folders give them all), the records still count.
+            table = pa.Table.from_pylist(records) if fields != [] else pa.table({"": pa.nulls(len(records))}).select([])
+            return FileRecords(table, pa.array(rows, pa.int64()), skipped)
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
             lines = [lines_before() + row + 1 for row in rows]
             raise CuratorInputError(f"{path}: {_first_odd_record(records, lines)}; make each field one type") from error
 
-    def _parse(self, path: str, raw: bytes, line: Callable[[], int], first_of_file: bool) -> dict | None:
-        """The record of one line, or None for a blank or skipped one. ``line()``
+    def _parse(self, path: str, raw: bytes, line: Callable[[], int], first_of_file: bool,
+               fields: list[str] | None) -> dict | None:
+        """The record of one line (only ``fields``, None: all), or None for a blank or skipped one. ``line()``
         gives its number in the file, which for a block costs a read of the
         file up to it: asked only for a bad record."""
         if not raw.strip():
@@ -92,9 +95,9 @@ class JsonlReaderStage(FileReaderStage):
         if not isinstance(record, dict):
             self.bad_record(path, f"line {line()}", f"expected a JSON object, found {type(record).__name__}")
             return None
-        if self.fields is None:
+        if fields is None:
             return record
-        missing = [name for name in self.fields if record.get(name) is None]
+        missing = [name for name in fields if record.get(name) is None]
         if missing:
             present = ", ".join(name for name, value in record.items() if value is not None) or "none"
             self.bad_record(
@@ -102,7 +105,7 @@ class JsonlReaderStage(FileReaderStage):
                 "if no record has it, the field name is wrong",
             )
             return None
-        return {name: record[name] for name in self.fields}
+        return {name: record[name] for name in fields}
 
 
 def _first_line_start(handle: BinaryIO, start: int) -> int:

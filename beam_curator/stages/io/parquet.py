@@ -168,23 +168,23 @@ class ParquetReaderStage(FileReaderStage):
     def read_file(self, path: str, block: FileBlock | None = None) -> FileRecords:
         with _readable(path, _INPUT_FILE), ParquetInput(path) as parquet:
             table = parquet.read(row_groups=None if block is None else range(block.start, block.stop))
-        rows = pa.array(range(table.num_rows), pa.int64())
-        if self.fields is None:
-            return FileRecords(table, rows)
-        absent = [name for name in self.fields if name not in table.column_names]
+        rows, fields = pa.array(range(table.num_rows), pa.int64()), self.fields_in(path)
+        if not fields:  # every column (None), or none but those the file's folders give ([])
+            return FileRecords(table if fields is None else table.select([]), rows)
+        absent = [name for name in fields if name not in table.column_names]
         if absent:
             raise CuratorInputError(
                 f"{path}: no column(s) {', '.join(absent)} (it has {', '.join(table.column_names)}); "
                 "fix the fields argument or the file"
             )
-        table = table.select(self.fields)
-        valid = pa.compute.is_valid(table.column(self.fields[0]))
-        for name in self.fields[1:]:
+        table = table.select(fields)
+        valid = pa.compute.is_valid(table.column(fields[0]))
+        for name in fields[1:]:
             valid = pa.compute.and_(valid, pa.compute.is_valid(table.column(name)))
         nulls = table.num_rows - pa.compute.sum(valid).as_py() if table.num_rows else 0
         if nulls:
             first = pa.compute.index(valid, False).as_py() + (self.rows_before(path, block) if block else 0)
-            self.bad_record(path, f"row {first}", f"{nulls} row(s) with null in {', '.join(self.fields)}")
+            self.bad_record(path, f"row {first}", f"{nulls} row(s) with null in {', '.join(fields)}")
             table, rows = table.filter(valid), rows.filter(valid)
         return FileRecords(table, rows, nulls)
 

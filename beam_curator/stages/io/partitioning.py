@@ -13,6 +13,7 @@ from fsspec.implementations.local import LocalFileSystem
 from beam_curator.stages.base import ProcessingStage
 from beam_curator.stages.io.errors import CuratorInputError
 from beam_curator.stages.io.fingerprint import block_fingerprint, check_mode, file_stats, group_fingerprint
+from beam_curator.stages.io.hive import listing_base
 from beam_curator.stages.io.sharding import ShardSpec, resolve_shard, shard_of
 from beam_curator.tasks import FileBlock, FileGroupTask, Task
 
@@ -67,7 +68,7 @@ def list_files(file_paths: str | list[str], extensions: tuple[str, ...]) -> dict
             base = root.rstrip("/") + "/"
         elif any(ch in root for ch in "*?["):
             matches = fs.glob(root, detail=True)
-            base = root.split("*")[0].split("?")[0].split("[")[0].rsplit("/", 1)[0] + "/"
+            base = listing_base(root)
         else:
             matches = {root: fs.info(root)} if fs.exists(root) else {}
             base = ""

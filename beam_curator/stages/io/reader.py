@@ -4,6 +4,12 @@ Bad records follow ``on_bad_record``: ``"raise"`` (default) stops the run with
 an error naming the file and line, so nothing is silently lost and the
 partition stays pending; ``"skip"`` drops the record, logs where it was, and
 counts it in the batch's ``_metadata["skipped_records"]``.
+
+A file in ``<column>=<value>`` folders below a folder or glob read (a hive
+dataset: our writers' ``partition_cols``, pyarrow's, Spark's) gets each such
+column with its folder's value, as a string (null for
+``__HIVE_DEFAULT_PARTITION__``), as pyarrow and Spark read these folders; the
+folder's value wins over a column of that name inside the file, as in pyarrow.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import pyarrow.compute as pc
 from beam_curator.errors import check_on_bad_record
 from beam_curator.stages.base import CompositeStage, ProcessingStage
 from beam_curator.stages.io.errors import CuratorInputError
+from beam_curator.stages.io.hive import partition_values
 from beam_curator.stages.io.partitioning import FilePartitioningStage
 from beam_curator.stages.io.sharding import ShardSpec
 from beam_curator.tasks import DocumentBatch, FileBlock, FileGroupTask
@@ -45,7 +52,9 @@ class FileReaderStage(ProcessingStage):
 
     ``file_column`` / ``row_column`` (off by default) add each record's file
     and its row number within that file: a locator that does not depend on
-    how files were grouped into partitions or split into blocks.
+    how files were grouped into partitions or split into blocks. ``roots``
+    are the inputs the files were listed from (folders, globs or files), below
+    which ``<column>=<value>`` folders give columns (see the module's note).
     """
 
     def __init__(
@@ -54,12 +63,16 @@ class FileReaderStage(ProcessingStage):
         on_bad_record: str = "raise",
         file_column: str | None = None,
         row_column: str | None = None,
+        roots: str | list[str] | None = None,
     ) -> None:
         check_on_bad_record(on_bad_record)
         self.fields = list(fields) if fields else None
         self.on_bad_record = on_bad_record
         self.file_column = file_column
         self.row_column = row_column
+        # Where the input is, like the partitioning stage's file_paths, is not a setting of the
+        # checkpoint: a moved input keeps its marks.
+        self._roots = [roots] if isinstance(roots, str) else list(roots or [])
 
     @abstractmethod
     def read_file(self, path: str, block: FileBlock | None = None) -> FileRecords:
@@ -74,6 +87,19 @@ class FileReaderStage(ProcessingStage):
     def rows_before(self, path: str, block: FileBlock) -> int:
         """How many physical records of the file come before ``block``."""
         raise NotImplementedError(f"{type(self).__name__} reads no blocks")
+
+    def partition_values(self, path: str) -> dict[str, str | None]:
+        """The columns the file's hive folders give it (see the module's note), of those requested."""
+        given = partition_values(path, self._roots) if self._roots else {}
+        return {name: value for name, value in given.items() if self.fields is None or name in self.fields}
+
+    def fields_in(self, path: str) -> list[str] | None:
+        """The requested fields to read from the file itself (None: every field): all but those
+        its folders give."""
+        if self.fields is None:
+            return None
+        given = self.partition_values(path)
+        return [name for name in self.fields if name not in given]
 
     def bad_record(self, path: str, where: str, problem: str) -> None:
         message = f"{path}, {where}: {problem}"
@@ -102,6 +128,10 @@ class FileReaderStage(ProcessingStage):
                 table = table.append_column(self.row_column, rows)
             if self.file_column:
                 table = table.append_column(self.file_column, pa.array([path] * table.num_rows, pa.string()))
+            for name, value in self.partition_values(path).items():
+                column = pa.array([value] * table.num_rows, pa.string())
+                table = (table.set_column(table.column_names.index(name), name, column) if name in table.column_names
+                         else table.append_column(name, column))
             tables.append(table)
         if tables:
             data = pa.concat_tables(tables, promote_options="permissive")
@@ -147,7 +177,7 @@ class FileReader(CompositeStage):
             file_paths, files_per_partition, blocksize, tuple(extensions or self.extensions), fingerprint=fingerprint,
             shard=shard, split_file=self.reader_stage.split_file,
         )
-        self.reader = self.reader_stage(fields, on_bad_record, file_column, row_column)
+        self.reader = self.reader_stage(fields, on_bad_record, file_column, row_column, file_paths)
 
     def decompose(self) -> list[ProcessingStage]:
         return [self.partitioning, self.reader]

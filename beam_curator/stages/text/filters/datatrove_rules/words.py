@@ -13,6 +13,7 @@ datatrove's English filters.
 
 from __future__ import annotations
 
+import threading
 import unicodedata
 from itertools import chain
 
@@ -39,6 +40,10 @@ class EnglishTokenizer:
         self._punct_chars = frozenset(Sentencizer.default_punct_chars)
         self._chunks: dict[str, tuple[str, ...]] = {}
         self._punct: dict[str, bool] = {}
+        # The local runner's threads share this tokenizer; spaCy's memory zones are not thread-safe (a zone
+        # closing in one thread frees the strings another thread's tokens still name), so one thread asks spaCy
+        # at a time. The memory of chunks is read without the lock.
+        self._spacy = threading.Lock()
 
     def words(self, text: str) -> list[str]:
         """The text's words, as datatrove's ``split_into_words(text, "eng")`` gives them."""
@@ -46,15 +51,16 @@ class EnglishTokenizer:
         try:
             return list(chain.from_iterable(map(self._chunks.__getitem__, chunks)))
         except KeyError:
-            self._learn(chunks)
-            return list(chain.from_iterable(map(self._chunks.__getitem__, chunks)))
+            with self._spacy:  # also keeps another thread from emptying the memory before the chunks are read
+                self._learn(chunks)
+                return list(chain.from_iterable(map(self._chunks.__getitem__, chunks)))
 
     def sentences(self, text: str) -> list[str]:
         """The text cut into sentences as datatrove's ``split_into_sentences(text, "eng")`` cuts it:
         spaCy's tokenizer and sentencizer find where each sentence ends, and the pieces run from one
         end to the next (so they keep the whitespace between sentences), the last to the text's end;
         an empty text is one empty piece."""
-        with self._nlp.memory_zone():
+        with self._spacy, self._nlp.memory_zone():
             doc = self._nlp.tokenizer(text)
             starts = self._sentence_starts([token.text for token in doc])
             ends = [doc[start - 1].idx + len(doc[start - 1].text) for start in starts[1:]]
