@@ -217,3 +217,25 @@ def test_settings_datatrove_has_and_we_do_not_are_refused() -> None:
         GopherQualityFilter(exclusion_writer=object())
     with pytest.raises(ValueError, match="English"):
         FineWebQualityFilter(language="deu")
+
+
+def test_chunks_another_thread_learned_meanwhile_are_not_learned_again() -> None:
+    """Threads of a worker share the tokenizer: one that found a chunk unknown waits for the lock while
+    another learns it, then learns what is still missing, which may be nothing (that raised
+    StopIteration, a RuntimeError inside Beam's generators: CI saw it once on the local runner)."""
+    from beam_curator.stages.text.filters.datatrove_rules.words import EnglishTokenizer
+
+    tokenizer = EnglishTokenizer()
+    chunks = "Cats don't sleep.".split()
+    tokenizer._learn(chunks)
+    tokenizer._learn(chunks)  # what the waiting thread does once it holds the lock
+    assert tokenizer.words("Cats don't sleep.") == ["Cats", "do", "n't", "sleep", "."]
+
+
+def test_a_full_memory_of_chunks_is_emptied_and_the_texts_words_still_come_back(monkeypatch) -> None:
+    from beam_curator.stages.text.filters.datatrove_rules import words
+
+    monkeypatch.setattr(words, "MAX_REMEMBERED_CHUNKS", 2)
+    tokenizer = words.EnglishTokenizer()
+    assert tokenizer.words("Cats sleep.") == ["Cats", "sleep", "."]
+    assert tokenizer.words("Cats don't sleep.") == ["Cats", "do", "n't", "sleep", "."]  # 2 known + 1 new > 2: emptied first

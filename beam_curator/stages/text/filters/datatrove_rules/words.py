@@ -108,8 +108,11 @@ class EnglishTokenizer:
         whitespace; the memory zone lets spaCy forget the new strings afterwards.
         """
         missing = list(dict.fromkeys(chunk for chunk in chunks if chunk not in self._chunks))
+        if not missing:  # another thread learned them while this one waited for the lock
+            return
         if len(self._chunks) + len(missing) > MAX_REMEMBERED_CHUNKS:
             self.forget()
+            missing = list(dict.fromkeys(chunks))  # the caller reads all of them back from the memory
         with self._nlp.memory_zone():
             tokens: list[str] = []
             found = iter(missing)
