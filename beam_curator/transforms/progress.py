@@ -225,22 +225,30 @@ def remove_abandoned_progress(parents: list[str | None]) -> list[str]:
     for folder, prefix in places:
         fs, path = fsspec.core.url_to_fs(folder)
         try:
-            entries = fs.ls(path, detail=True)
+            # Names only: the temporary folder may hold thousands of entries, and every run starts here;
+            # only this host's progress folders are looked at further.
+            names = fs.ls(path, detail=False)
         except (FileNotFoundError, NotADirectoryError):
             continue
-        for entry in entries:
-            name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
-            if entry["type"] == "directory" and name.startswith(prefix) and _abandoned(name[len(prefix):], entry):
-                forget_progress(entry["name"])
-                removed.append(entry["name"])
+        for url in names:
+            name = url.rstrip("/").rsplit("/", 1)[-1]
+            if name.startswith(prefix) and _abandoned(name[len(prefix):], fs, url):
+                forget_progress(url)
+                removed.append(url)
     return removed
 
 
-def _abandoned(owner_and_id: str, entry: dict[str, Any]) -> bool:
+def _abandoned(owner_and_id: str, fs: Any, url: str) -> bool:
     host, _, rest = owner_and_id.rpartition("-")[0].rpartition("-")
     pid = rest if rest.isdigit() else ""
     if host != socket.gethostname() or not pid:
         return False  # another host's run (this one cannot tell whether it lives), or a name of no run
+    try:
+        entry = fs.info(url)
+    except FileNotFoundError:  # its run ended meanwhile and removed it
+        return False
+    if entry["type"] != "directory":
+        return False
     try:
         started = psutil.Process(int(pid)).create_time()
     except psutil.Error:
