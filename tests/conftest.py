@@ -3,6 +3,7 @@ EXTERNAL worker pool for the whole session (starting one costs seconds)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
@@ -11,6 +12,7 @@ from typing import Iterator
 
 import pytest
 
+from beam_curator import logs
 from beam_curator.runners import WorkerPool
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -40,6 +42,25 @@ def pytest_configure(config: pytest.Config) -> None:
     sessions of their own and would otherwise be left running. (In each xdist worker too.)"""
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+
+@pytest.fixture(autouse=True)
+def logging_as_before() -> Iterator[None]:
+    """Each test starts with the logging set-up the one before it found: a command run in this process
+    (``main([...])``) sets up logging for the whole process as a command line should, and a ``--quiet``
+    one turned the progress bars off for the tests that ran after it in the same xdist worker."""
+    root, package = logging.getLogger(), logging.getLogger("beam_curator")
+    saved = (list(root.handlers), list(root.filters), root.level, package.level, logs._worker_level, logs._progress,
+             os.environ.get(logs.WORKER_LEVEL_VARIABLE))
+    yield
+    handlers, filters, root_level, package_level, logs._worker_level, logs._progress, variable = saved
+    root.handlers[:], root.filters[:] = handlers, filters
+    root.setLevel(root_level)
+    package.setLevel(package_level)
+    if variable is None:
+        os.environ.pop(logs.WORKER_LEVEL_VARIABLE, None)
+    else:
+        os.environ[logs.WORKER_LEVEL_VARIABLE] = variable
 
 
 @pytest.fixture(scope="session")
