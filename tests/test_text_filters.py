@@ -54,7 +54,7 @@ from beam_curator.stages.text.filters.heuristic.repetition import (  # noqa: E40
 from beam_curator.stages.text.modifiers import Modify, UnicodeReformatter  # noqa: E402
 from beam_curator.tasks import DocumentBatch  # noqa: E402
 from beam_curator.transforms import PipelineChangedError  # noqa: E402
-from shared_data import DEBIAN, shared_data  # noqa: E402
+from shared_data import DEBIAN, MULTILINGUAL, shared_data  # noqa: E402
 
 
 
@@ -315,11 +315,26 @@ def test_documents_without_words_or_lines_are_dropped_not_an_error() -> None:
         assert rows(ScoreFilter(document_filter).process(blank))["text"] == [], type(document_filter).__name__
 
 
-def test_languages_without_spaces_between_words_are_refused_by_name() -> None:
-    for lang in ("zh", "ja"):
-        with pytest.raises(ValueError, match=f"lang='{lang}'.*word segmenter"):
-            WordCountFilter(lang=lang)
+def test_chinese_and_japanese_are_split_into_words_as_nemo_curator_splits_them() -> None:
+    """NeMo Curator's word counts with jieba and MeCab: "你好。" is two words and "我喜欢学习中文。" at
+    most five; "猫が寝ます。" at least five and "私は日本語のテキストを分割します。" at most eleven."""
+    for lang, least, most, texts in (("zh", 2, 5, ["", "你好。", "我喜欢学习中文。"]),
+                                     ("ja", 5, 11, ["", "猫が寝ます。", "私は日本語のテキストを分割します。"])):
+        kept = rows(ScoreFilter(WordCountFilter(min_words=least, max_words=most, lang=lang)).process(batch(text=texts)))
+        assert kept["text"] == texts[1:], lang
+    assert WordCountFilter(lang="zh").score_document("我喜欢 学习中文。") == 5, "the space between words is no word"
     assert WordCountFilter(min_words=2, lang="de").score_document("zwei Wörter") == 2
+
+
+@pytest.mark.parametrize("lang, blocked, named", [("zh", "jieba", "jieba"), ("ja", "MeCab", "mecab-python3"),
+                                                  ("ja", "unidic_lite", "unidic-lite")])
+def test_a_missing_word_segmenter_is_an_error_naming_the_extra_as_the_filter_is_built(
+    lang: str, blocked: str, named: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, blocked, None)  # Python's own way to make a module not importable
+    monkeypatch.setitem(sys.modules, "unidic", None)
+    with pytest.raises(ImportError, match=rf"lang='{lang}'.*{named} is not installed.*beam-curator\[cjk\]"):
+        RepeatingTopNGramsFilter(lang=lang)
 
 
 def test_an_invalid_substring_position_is_refused() -> None:
@@ -372,3 +387,33 @@ def test_a_ported_pipeline_filters_and_repairs_as_the_functions_do_and_a_rerun_s
     assert (again.partitions_pending, again.partitions_skipped, again.partitions_completed) == (0, 3, 0)
     with pytest.raises(PipelineChangedError, match="min_words"):
         pipeline(min_words=41).run(checkpoint_path=checkpoint, runner="local")
+
+
+def test_chinese_and_japanese_descriptions_are_filtered_by_their_words_on_workers(tmp_path: Path) -> None:
+    """The shared file's Chinese and Japanese descriptions through a pipeline on worker processes (the
+    filters travel pickled, and each worker loads jieba and MeCab): kept are the documents whose word
+    counts by both reach the threshold, where whitespace would have counted far fewer words."""
+    with gzip.open(shared_data(MULTILINGUAL), "rt") as handle:
+        records = [record for record in map(json.loads, handle) if record["lang"] in ("zh_CN", "ja")]
+    (tmp_path / "in").mkdir()
+    for lang in ("zh_CN", "ja"):
+        chosen = [record for record in records if record["lang"] == lang][:100]
+        (tmp_path / "in" / f"{lang}.jsonl").write_text("".join(json.dumps(record) + "\n" for record in chosen))
+    least = 40
+    chinese, japanese = WordCountFilter(min_words=least, lang="zh"), WordCountFilter(min_words=least, lang="ja")
+    summary = Pipeline("cjk", stages=[
+        JsonlReader(str(tmp_path / "in"), files_per_partition=1),
+        ScoreFilter([chinese, japanese], score_field=["zh_words", "ja_words"]),
+        JsonlWriter(str(tmp_path / "out")),
+    ]).run(checkpoint_path=str(tmp_path / "checkpoint"), runner="local-multiprocess", num_workers=2)
+    assert summary.partitions_completed == 2
+
+    input_rows = [row for row in map(json.loads, "".join(
+        path.read_text() for path in sorted((tmp_path / "in").glob("*.jsonl"))).splitlines())]
+    expected = [(row["package"], row["lang"], zh, ja) for row in input_rows
+                if (zh := chinese.score_document(row["text"])) >= least and (ja := japanese.score_document(row["text"])) >= least]
+    written = sorted((row["package"], row["lang"], row["zh_words"], row["ja_words"]) for row in output_rows(tmp_path / "out"))
+    assert written == sorted(expected)
+    assert {row[1] for row in written} == {"zh_CN", "ja"} and len(written) < len(input_rows)
+    by_whitespace = sum(len(row["text"].split()) >= least for row in input_rows)
+    assert by_whitespace < len(written) / 2, "the test must tell segmented words from whitespace-separated ones"

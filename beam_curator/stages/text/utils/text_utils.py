@@ -7,14 +7,19 @@ what ``str.split`` separates.
 
 from __future__ import annotations
 
+import importlib.util
+import logging
+import threading
 from collections.abc import Callable
 
 WordSplitter = Callable[[str], list[str]]
 
-# Languages written without spaces between words: NeMo Curator segments them with jieba (zh) and
-# MeCab (ja), which this package does not ship.
-_SEGMENTED_LANGUAGES = {"zh": "Chinese (NeMo Curator segments it with jieba)",
-                        "ja": "Japanese (NeMo Curator segments it with MeCab)"}
+# Languages written without spaces between words: NeMo Curator splits Chinese with jieba and Japanese
+# with MeCab, here with unidic-lite, a MeCab dictionary that installs from the package index. Both come
+# with the ``cjk`` extra. Each language: its name, and the packages it needs (one of each tuple's modules).
+_SEGMENTED = {"zh": ("Chinese", {"jieba": ("jieba",)}),
+              "ja": ("Japanese", {"mecab-python3": ("MeCab",), "unidic-lite": ("unidic_lite", "unidic")})}
+_taggers = threading.local()  # a MeCab tagger per thread: one parses one text at a time
 
 
 def split_on_whitespace(text: str) -> list[str]:
@@ -22,19 +27,45 @@ def split_on_whitespace(text: str) -> list[str]:
     return text.split()
 
 
-def get_word_splitter(language: str) -> WordSplitter:
-    """The word splitter for an ISO 639-1 ``language`` code.
+def split_chinese(text: str) -> list[str]:
+    """jieba's words, without the whitespace it returns between them (as ``str.split`` drops it)."""
+    import jieba
 
-    Raises ``ValueError`` for Chinese and Japanese rather than splitting them on whitespace, which
-    would count a whole sentence as one word and keep or drop the wrong documents without a sign.
+    if not jieba.dt.initialized:
+        jieba.setLogLevel(logging.WARNING)  # it announces loading its dictionary on stderr, in every worker
+    return [word for word in jieba.cut(text) if word.strip()]
+
+
+def split_japanese(text: str) -> list[str]:
+    """MeCab's morphemes: the surface form that starts each line of its output, up to ``EOS``."""
+    tagger = getattr(_taggers, "tagger", None)
+    if tagger is None:
+        import MeCab
+
+        tagger = _taggers.tagger = MeCab.Tagger()
+    lines = tagger.parse(text).strip().split("\n")
+    return [line.split("\t")[0] for line in lines if line and line != "EOS"]
+
+
+def get_word_splitter(language: str) -> WordSplitter:
+    """The word splitter for an ISO 639-1 ``language`` code: jieba for "zh", MeCab for "ja", whitespace
+    for every other language. A module-level function, so that a filter holding it pickles to workers.
+
+    Raises ``ImportError`` naming the ``cjk`` extra when Chinese or Japanese is asked for without it,
+    as the filter is built, before any document is read (splitting them on whitespace would count a
+    whole sentence as one word and keep or drop the wrong documents without a sign).
     """
     language = language.lower()
-    if language in _SEGMENTED_LANGUAGES:
-        raise ValueError(
-            f"lang={language!r}: {_SEGMENTED_LANGUAGES[language]} needs a word segmenter, which beam_curator "
-            "does not have yet; only languages written with spaces between words are supported "
-            "(any other lang splits words on whitespace)")
-    return split_on_whitespace
+    if language not in _SEGMENTED:
+        return split_on_whitespace
+    name, packages = _SEGMENTED[language]
+    missing = [package for package, modules in packages.items()
+               if not any(importlib.util.find_spec(module) for module in modules)]
+    if missing:
+        raise ImportError(
+            f"lang={language!r}: {name} is split into words with {' and '.join(packages)}, as NeMo Curator does, "
+            f"and {', '.join(missing)} is not installed: pip install 'beam-curator[cjk]'")
+    return split_chinese if language == "zh" else split_japanese
 
 
 def get_paragraphs(document: str) -> list[str]:
