@@ -65,7 +65,7 @@ def resolve_model(model_identifier: str, model_cache_dir: str | None = None) -> 
 
     places = "\n".join(f"  - {place}" for place in searched)
     raise ModelNotFoundError(
-        f"Embedding model {model_identifier!r} was not found locally, and models are never "
+        f"Model {model_identifier!r} was not found locally, and models are never "
         f"downloaded here. Searched:\n{places}\n"
         "Copy the model to this machine (for example `huggingface-cli download "
         f"{model_identifier} --local-dir DIR` where the Hub is reachable), then pass "
