@@ -9,6 +9,7 @@ Every expectation is computed by running the same stages directly on one batch o
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,9 @@ from beam_curator.stages.text.filters.heuristic import MeanWordLengthFilter, Wor
 from beam_curator.stages.text.modifiers import Modify, UnicodeReformatter
 from beam_curator.tasks import DocumentBatch
 from beam_curator.transforms import CuratorStages, FilterDocuments
+
+sys.path.insert(0, str(Path(__file__).parent / "scripts"))
+from curator_helpers import killed_and_rerun  # noqa: E402
 
 CORPUS = Path(sample_corpus_path())
 
@@ -216,3 +220,14 @@ def test_a_filter_that_raises_is_named_with_the_file_and_the_document(tmp_path: 
                                                   rf"of the batch read from {tmp_path}/in/part.jsonl "
                                                   r'\(\{"doc_id": "b"\}\)'):
         resumable(tmp_path, ScoreFilter(FailsOn("bug")), str(tmp_path / "in")).run(runner="in-process")
+
+
+def test_a_killed_filter_run_reruns_to_the_output_of_an_uninterrupted_one(tmp_path: Path) -> None:
+    """The FineWeb preset's filters (C4's rewriting what it keeps) on the bundled sample, SIGKILLed
+    once a partition is marked: the rerun redoes only the unmarked partitions, and what it writes is
+    what a run that was never stopped writes."""
+    (tmp_path / "in").mkdir()
+    for path in sorted(CORPUS.glob("*.jsonl")):
+        (tmp_path / "in" / path.name).write_text(path.read_text())
+    files = len(list((tmp_path / "in").iterdir()))
+    killed_and_rerun(tmp_path, tmp_path / "in", files=files, middle="fineweb")

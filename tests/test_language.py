@@ -13,11 +13,9 @@ import ast
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import apache_beam as beam
@@ -27,11 +25,10 @@ from apache_beam.testing.util import assert_that, equal_to
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from curator_helpers import SCRIPTS_DIR, output_rows, scripts_pythonpath  # noqa: E402
+from curator_helpers import killed_and_rerun, output_rows  # noqa: E402
 from language_samples import accuracy_by_language, labelled_descriptions, labelled_snippets  # noqa: E402
 
 from beam_curator import Pipeline  # noqa: E402
-from beam_curator.checkpoint import open_store  # noqa: E402
 from beam_curator.runners import pipeline_options  # noqa: E402
 from beam_curator.stages.io import JsonlReader, JsonlWriter  # noqa: E402
 from beam_curator.stages.text.filters import ScoreFilter  # noqa: E402
@@ -161,36 +158,8 @@ def test_a_missing_package_names_the_extra() -> None:
 
 
 def test_a_killed_run_reruns_to_the_output_of_an_uninterrupted_one(tmp_path: Path, descriptions: list[dict]) -> None:
-    sample = random.Random(1).sample(descriptions, 240)
-    inputs = write_files(tmp_path / "in", sample, files=6)
-
-    def command(output: str, log: str, delay: float) -> list[str]:
-        return [sys.executable, str(SCRIPTS_DIR / "resume_pipeline.py"), str(inputs), str(tmp_path / output),
-                str(tmp_path / f"{output}-ckpt"), "--log", str(tmp_path / log), "--delay", str(delay),
-                "--identify-language"]
-
-    environment = {**os.environ, "PYTHONPATH": scripts_pythonpath()}
-    fresh = subprocess.run(command("fresh", "fresh.log", 0), capture_output=True, text=True, timeout=120,
-                           env=environment)
-    assert fresh.returncode == 0, fresh.stderr[-3000:]
-    checkpoint = tmp_path / "out-ckpt"
-    with (tmp_path / "first.txt").open("w") as console:
-        first = subprocess.Popen(command("out", "first.log", 0.5), stdout=console, stderr=subprocess.STDOUT,
-                                 env=environment)
-        deadline = time.monotonic() + 60
-        while not (checkpoint.exists() and open_store(str(checkpoint)).completed()):
-            assert first.poll() is None and time.monotonic() < deadline, (tmp_path / "first.txt").read_text()[-3000:]
-            time.sleep(0.05)
-        first.send_signal(signal.SIGKILL)
-        first.wait(timeout=30)
-    marked = open_store(str(checkpoint)).completed()
-    assert 0 < len(marked) < 6
-    rerun = subprocess.run(command("out", "second.log", 0), capture_output=True, text=True, timeout=120,
-                           env=environment)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    summary = json.loads(rerun.stdout.strip().splitlines()[-1])
-    assert (summary["skipped"], summary["completed"]) == (len(marked), 6 - len(marked))
-    assert output_rows(tmp_path / "out") == output_rows(tmp_path / "fresh")
+    killed_and_rerun(tmp_path, write_files(tmp_path / "in", random.Random(1).sample(descriptions, 240), files=6),
+                     files=6, middle="language")
 
 
 SPLIT = [("cs", "Tento balíček obsahuje knihovnu pro práci s obrázky a jejich převod mezi formáty."),

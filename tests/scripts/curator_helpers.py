@@ -134,16 +134,58 @@ class FailOnce(ProcessingStage):
 
 def resume_pipeline(
     input_dir: str, output_dir: str, log_path: str, delay: float, shard: str | None = None,
-    identify_language: bool = False,
+    middle: str = "fan-out",
 ) -> Pipeline:
-    """Read one file per partition (only ``shard``'s, if given), log and wait, fan out and filter, write;
-    with ``identify_language``, identify each document's language in place of the fan-out and filter."""
-    if identify_language:
+    """Read one file per partition (only ``shard``'s, if given), log and wait, then the ``middle``
+    stages, and write. ``middle``: "fan-out" (chunk each file's rows into tasks and filter some),
+    "language" (identify each document's language) or "fineweb" (the filter command's FineWeb preset:
+    datatrove's four rule sets, C4's rewriting the text of what it keeps)."""
+    if middle == "language":
         from beam_curator.stages.text.language import LanguageIdentifier
 
-        middle: list[ProcessingStage] = [LanguageIdentifier(), SlowLog(log_path, delay)]
+        stages: list[ProcessingStage] = [LanguageIdentifier(), SlowLog(log_path, delay)]
+    elif middle == "fineweb":
+        from beam_curator.configs.filter_config import load_filter_config, preset_path
+
+        stages = [*load_filter_config(preset_path("fineweb")).stages, SlowLog(log_path, delay)]
     else:
-        middle = [SlowLog(log_path, delay), ChunkAndFilter(chunk=2)]
+        stages = [SlowLog(log_path, delay), ChunkAndFilter(chunk=2)]
     return Pipeline("resume", stages=[
-        JsonlReader(input_dir, files_per_partition=1, shard=shard), *middle, JsonlWriter(output_dir),
+        JsonlReader(input_dir, files_per_partition=1, shard=shard), *stages, JsonlWriter(output_dir),
     ])
+
+
+def killed_and_rerun(folder: Path, inputs: Path, files: int, middle: str) -> None:
+    """Run ``resume_pipeline.py`` on ``inputs`` (``files`` JSONL files) with ``middle`` once through,
+    then again SIGKILLed once a partition is marked, and rerun: the rerun skips the marked partitions,
+    completes the rest, and writes what the uninterrupted run wrote."""
+    import signal
+    import subprocess
+    import sys
+
+    from beam_curator.checkpoint import open_store
+
+    def command(output: str, delay: float) -> list[str]:
+        return [sys.executable, str(SCRIPTS_DIR / "resume_pipeline.py"), str(inputs), str(folder / output),
+                str(folder / f"{output}-ckpt"), "--log", str(folder / f"{output}-{delay}.log"),
+                "--delay", str(delay), "--middle", middle]
+
+    environment = {**os.environ, "PYTHONPATH": scripts_pythonpath()}
+    fresh = subprocess.run(command("fresh", 0), capture_output=True, text=True, timeout=180, env=environment)
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
+    checkpoint = folder / "out-ckpt"
+    with (folder / "first.txt").open("w") as console:
+        first = subprocess.Popen(command("out", 0.5), stdout=console, stderr=subprocess.STDOUT, env=environment)
+        deadline = time.monotonic() + 120
+        while not (checkpoint.exists() and open_store(str(checkpoint)).completed()):
+            assert first.poll() is None and time.monotonic() < deadline, (folder / "first.txt").read_text()[-3000:]
+            time.sleep(0.05)
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+    marked = open_store(str(checkpoint)).completed()
+    assert 0 < len(marked) < files
+    rerun = subprocess.run(command("out", 0), capture_output=True, text=True, timeout=180, env=environment)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    summary = json.loads(rerun.stdout.strip().splitlines()[-1])
+    assert (summary["skipped"], summary["completed"]) == (len(marked), files - len(marked))
+    assert output_rows(folder / "out") == output_rows(folder / "fresh")
