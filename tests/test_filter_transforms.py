@@ -197,29 +197,49 @@ def test_the_stages_run_in_curator_stages_and_count_there(tmp_path: Path) -> Non
     assert counters["long_texts.documents_kept"] == len(kept)
 
 
-def test_a_batch_without_a_text_follows_on_bad_record_naming_the_file_and_the_document(tmp_path: Path) -> None:
-    (tmp_path / "in").mkdir()
-    records = [{"doc_id": "a", "text": "one two three"}, {"doc_id": "b", "text": None}]
-    (tmp_path / "in" / "part.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
-    files = str(tmp_path / "in")
-    with pytest.raises(CuratorInputError, match=r"word_count: text_field 'text' of row 1 of the batch read from "
+def one_file(tmp_path: Path, texts: list[str | None]) -> str:
+    """A folder with one JSONL file of documents "a", "b"... with these texts."""
+    (tmp_path / "in").mkdir(exist_ok=True)
+    (tmp_path / "in" / "part.jsonl").write_text("".join(
+        json.dumps({"doc_id": chr(ord("a") + number), "text": text}) + "\n" for number, text in enumerate(texts)))
+    return str(tmp_path / "in")
+
+
+class Upper:
+    """A modifier function with a bug: it raises on a text holding "bug"."""
+
+    __name__ = "upper"
+
+    def __call__(self, text: str) -> str:
+        if "bug" in text:
+            raise ValueError("division by zero")
+        return text.upper()
+
+
+@pytest.mark.parametrize("stage", [lambda **bad: ScoreFilter(WordCountFilter(min_words=1), **bad),
+                                   lambda **bad: Modify(UnicodeReformatter(), **bad)], ids=["ScoreFilter", "Modify"])
+def test_a_batch_without_a_text_follows_on_bad_record_naming_the_file_and_the_document(tmp_path: Path, stage) -> None:
+    files = one_file(tmp_path, ["caf\u00c3\u00a9 ok", None])
+    name = stage().name
+    with pytest.raises(CuratorInputError, match=rf"{name}: text_field 'text' of row 1 of the batch read from "
                                                 rf"{tmp_path}/in/part.jsonl \(\{{\"doc_id\": \"b\"\}}\): it is missing"):
-        resumable(tmp_path, ScoreFilter(WordCountFilter(min_words=2)), files).run(runner="in-process")
+        resumable(tmp_path, stage(), files).run(runner="in-process")
 
-    summary = resumable(tmp_path, ScoreFilter(WordCountFilter(min_words=2), on_bad_record="skip"), files).run(
-        runner="in-process")
-    assert summary.counters["word_count.bad_records_skipped"] == 1
-    assert summary.filters == {"word_count": {"in": 1, "kept": 1, "dropped": 0}}
+    summary = resumable(tmp_path, stage(on_bad_record="skip"), files).run(runner="in-process")
+    assert summary.counters[f"{name}.bad_records_skipped"] == 1
+    assert summary.filters == ({"word_count": {"in": 1, "kept": 1, "dropped": 0}} if name == "word_count" else {})
+    assert [row["doc_id"] for row in map(json.loads, "".join(
+        path.read_text() for path in (tmp_path / "out").glob("*.jsonl")).splitlines())] == ["a"]
 
 
-def test_a_filter_that_raises_is_named_with_the_file_and_the_document(tmp_path: Path) -> None:
-    (tmp_path / "in").mkdir()
-    records = [{"doc_id": "a", "text": "fine"}, {"doc_id": "b", "text": "a bug here"}]
-    (tmp_path / "in" / "part.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
-    with pytest.raises(DocumentFailedError, match=r"FailsOn raised ZeroDivisionError \(division by zero\) on row 1 "
+@pytest.mark.parametrize("stage", [ScoreFilter(FailsOn("bug")), Modify(Upper())], ids=["ScoreFilter", "Modify"])
+def test_a_filter_or_modifier_that_raises_is_named_with_the_file_and_the_document(tmp_path: Path, stage) -> None:
+    files = one_file(tmp_path, ["fine", "a bug here"])
+    name = "FailsOn" if isinstance(stage, ScoreFilter) else "upper"
+    with pytest.raises(DocumentFailedError, match=rf"{name} raised \w+Error \(division by zero\) on row 1 "
                                                   rf"of the batch read from {tmp_path}/in/part.jsonl "
                                                   r'\(\{"doc_id": "b"\}\)'):
-        resumable(tmp_path, ScoreFilter(FailsOn("bug")), str(tmp_path / "in")).run(runner="in-process")
+        resumable(tmp_path, stage, files).run(runner="in-process")
 
 
 def test_a_killed_filter_run_reruns_to_the_output_of_an_uninterrupted_one(tmp_path: Path) -> None:

@@ -1,13 +1,17 @@
 """``Modify``: the stage that applies document modifiers to a batch's fields, with NeMo Curator's
-parameters and rules (see ``fields`` for which fields are read and written)."""
+parameters and rules (see ``fields`` for which fields are read and written). Beyond them, as the
+filter stages: ``on_bad_record`` for texts that are missing or not strings, and a modifier that
+raises is named with the document it raised on (``stages.text.documents``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from beam_curator.errors import check_on_bad_record
 from beam_curator.stages.base import ProcessingStage
 from beam_curator.stages.text.columns import column_values, put_column, with_table
+from beam_curator.stages.text.documents import each_document, screen_texts
 from beam_curator.stages.text.functions import as_functions, function_name
 from beam_curator.stages.text.modifiers.doc_modifier import DocumentModifier
 from beam_curator.stages.text.modifiers.fields import input_fields_per_modifier, output_fields_per_modifier
@@ -30,16 +34,22 @@ class Modify(ProcessingStage):
             one per modifier (``None`` entries in place).
         name: the stage's name; by default the modifier's name (a function's ``__name__``), or
             ``modifier_chain_of_<names>`` for a list.
+        on_bad_record: a document whose text (the one field a ``DocumentModifier`` reads) is missing
+            or not a string stops the run with an error naming it (``"raise"``), or is dropped and
+            counted (``"skip"``), as the readers take it. Fields of plain functions are not checked.
     """
 
     def __init__(self, modifier_fn: DocumentModifier | ModifyFunction | list[DocumentModifier | ModifyFunction],
                  input_fields: str | list[str] | list[list[str]] = "text",
-                 output_fields: str | list[str | None] | None = None, name: str | None = None) -> None:
+                 output_fields: str | list[str | None] | None = None, name: str | None = None,
+                 on_bad_record: str = "raise") -> None:
         self.modifier_fn = as_functions(modifier_fn, "modifier_fn", DocumentModifier)
         self.input_fields = input_fields_per_modifier(input_fields, len(self.modifier_fn))
         self.output_fields = output_fields_per_modifier(output_fields, self.input_fields)
         names = [function_name(modifier) for modifier in self.modifier_fn]
         self.name = name or (names[0] if len(names) == 1 else "modifier_chain_of_" + "_".join(names))
+        check_on_bad_record(on_bad_record, self.name)
+        self.on_bad_record = on_bad_record
 
     def fingerprint(self) -> object:
         settings = dict(super().fingerprint())  # type: ignore[arg-type]
@@ -47,13 +57,17 @@ class Modify(ProcessingStage):
         return settings
 
     def process(self, task: DocumentBatch) -> DocumentBatch:
-        table = task.to_pyarrow()
+        texts = [inputs[0] for modifier, inputs in zip(self.modifier_fn, self.input_fields)
+                 if isinstance(modifier, DocumentModifier) and len(inputs) == 1]
+        table = screen_texts(self, task, task.to_pyarrow(), texts, self.on_bad_record)
         for modifier, inputs, output in zip(self.modifier_fn, self.input_fields, self.output_fields):
             modify = modifier.modify_document if isinstance(modifier, DocumentModifier) else modifier
             if len(inputs) == 1:
-                values = [modify(value) for value in column_values(table, inputs[0])]
+                values = each_document(modify, column_values(table, inputs[0]), function_name(modifier), task, table,
+                                       [inputs[0]])
             else:
-                columns = [column_values(table, field) for field in inputs]
-                values = [modify(**dict(zip(inputs, row))) for row in zip(*columns)]
+                rows = list(zip(*(column_values(table, field) for field in inputs)))
+                values = each_document(lambda row: modify(**dict(zip(inputs, row))), rows, function_name(modifier),
+                                       task, table, list(inputs))
             table = put_column(table, output, values)
         return with_table(task, table)
