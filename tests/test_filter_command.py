@@ -147,8 +147,8 @@ def line_of(text: str, config: str) -> int:
 @pytest.mark.parametrize("wrong, expected", [
     ("nemo_curator.stages.text.filters.heuristic.string.WordCountFiltr",
      "(did you mean nemo_curator.stages.text.filters.heuristic.string.WordCountFilter?)"),
-    ("nemo_curator.stages.text.filters.heuristic.code.PythonCommentToCodeFilter",
-     "beam_curator has no beam_curator.stages.text.filters.heuristic.code.PythonCommentToCodeFilter"),
+    ("nemo_curator.stages.text.filters.fasttext.FastTextQualityFilter",
+     "beam_curator has no beam_curator.stages.text.filters.fasttext.FastTextQualityFilter"),
 ])
 def test_an_unknown_filter_is_named_with_its_line_and_nothing_is_written(
         wrong: str, expected: str, corpus: Path, tmp_path: Path, capsys) -> None:

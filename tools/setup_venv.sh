@@ -9,7 +9,7 @@
 set -euo pipefail
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
-EXTRAS="cpu,onnx,openvino,static,s3,langid,datatrove-rules,cjk,test,bench,dask,clusters,docs"
+EXTRAS="cpu,onnx,openvino,static,s3,langid,datatrove-rules,cjk,code,test,bench,dask,clusters,docs"
 
 "$PYTHON" -m venv "$VENV"
 PIP="$VENV/bin/pip"
