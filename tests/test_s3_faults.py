@@ -174,7 +174,8 @@ def test_a_run_killed_while_writing_to_s3_resumes_to_a_fresh_runs_output(
     command = [sys.executable, str(SCRIPTS_DIR / "resume_pipeline.py"), f"{s3_bucket}/in", out, ckpt,
                "--log", str(tmp_path / "calls.log"), "--delay", "0.3"]
     with (tmp_path / "first.out").open("w") as console:
-        first = subprocess.Popen(command, env=s3_env, stdout=console, stderr=subprocess.STDOUT)
+        # The partitions after the first two wait to be killed: the run cannot end before the kill.
+        first = subprocess.Popen([*command, "--hold-after", "2"], env=s3_env, stdout=console, stderr=subprocess.STDOUT)
         wait_until(lambda: len([name for name in objects(s3_server, out) if name.endswith(".jsonl")]) >= 2,
                    first, tmp_path / "first.out", "two outputs were written")
         first.send_signal(signal.SIGKILL)

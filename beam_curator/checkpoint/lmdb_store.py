@@ -176,19 +176,29 @@ class LmdbCheckpointStore(CheckpointStore):
     def writer_files(self) -> list[str]:
         return sorted(glob.glob(os.path.join(self.metadata_dir, "*.mdb")))
 
+    def _read_file(self, file: str) -> list[tuple[bytes, bytes]]:
+        """The rows of another writer's file, read again once if the first read fails: while a stopped
+        run's worker processes are torn down, a thread of theirs in this process that closes a
+        descriptor late can close the one lmdb has just opened ("Bad file descriptor", seen once on
+        the multi-process runner); a file that is really unreadable fails twice."""
+        try:
+            return self._read_once(file)
+        except lmdb.Error:
+            return self._read_once(file)
+
+    def _read_once(self, file: str) -> list[tuple[bytes, bytes]]:
+        env = lmdb.open(file, subdir=False, readonly=True, lock=False, map_size=self.map_size)
+        try:
+            return list(_read_rows(env))
+        finally:
+            env.close()
+
     def snapshot(self) -> Snapshot:
         found = Snapshot()
         own = registry.current(self.metadata_dir)
         for file in self.writer_files():
             try:
-                if own is not None and own.file == file:
-                    rows = list(_read_rows(own.env))
-                else:
-                    env = lmdb.open(file, subdir=False, readonly=True, lock=False, map_size=self.map_size)
-                    try:
-                        rows = list(_read_rows(env))
-                    finally:
-                        env.close()
+                rows = list(_read_rows(own.env)) if own is not None and own.file == file else self._read_file(file)
                 for key, value in rows:
                     prefix, rest = key[:2], key[2:].decode()
                     if prefix == _DONE:

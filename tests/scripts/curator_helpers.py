@@ -95,22 +95,29 @@ def expected_chunk_rows(input_rows: list[dict], chunk: int = 2) -> list[dict]:
 
 class SlowLog(ProcessingStage):
     """Appends each task id to ``log_path`` and sleeps ``delay`` seconds: lets
-    a test interrupt a run midway and see which partitions a rerun touched."""
+    a test interrupt a run midway and see which partitions a rerun touched.
+    With ``hold_after``, a task that finds that many ids logged before it waits
+    (up to ``HOLD_S``): a run a test kills once some partitions are written
+    cannot finish first, however slow the test's polling is under load."""
 
     name = "slow_log"
+    HOLD_S = 120.0
 
-    def __init__(self, log_path: str, delay: float) -> None:
+    def __init__(self, log_path: str, delay: float, hold_after: int | None = None) -> None:
         self.log_path = log_path
         self.delay = delay
+        self.hold_after = hold_after
 
     def fingerprint(self) -> object:
         """Where it logs and how long it waits change nothing it produces: a rerun may log elsewhere."""
         return {}
 
     def process(self, task: DocumentBatch) -> DocumentBatch:
-        with open(self.log_path, "a") as log:
+        with open(self.log_path, "a+") as log:
+            log.seek(0)
+            held = self.hold_after is not None and len(log.read().splitlines()) >= self.hold_after
             log.write(task.task_id + "\n")
-        time.sleep(self.delay)
+        time.sleep(self.HOLD_S if held else self.delay)
         return task
 
 
@@ -134,22 +141,22 @@ class FailOnce(ProcessingStage):
 
 def resume_pipeline(
     input_dir: str, output_dir: str, log_path: str, delay: float, shard: str | None = None,
-    middle: str = "fan-out",
+    middle: str = "fan-out", hold_after: int | None = None,
 ) -> Pipeline:
     """Read one file per partition (only ``shard``'s, if given), log and wait, then the ``middle``
     stages, and write. ``middle``: "fan-out" (chunk each file's rows into tasks and filter some),
     "language" (identify each document's language) or "fineweb" (the filter command's FineWeb preset:
-    datatrove's four rule sets, C4's rewriting the text of what it keeps)."""
+    datatrove's four rule sets, C4's rewriting the text of what it keeps). ``hold_after``: see ``SlowLog``."""
     if middle == "language":
         from beam_curator.stages.text.language import LanguageIdentifier
 
-        stages: list[ProcessingStage] = [LanguageIdentifier(), SlowLog(log_path, delay)]
+        stages: list[ProcessingStage] = [LanguageIdentifier(), SlowLog(log_path, delay, hold_after)]
     elif middle == "fineweb":
         from beam_curator.configs.filter_config import load_filter_config, preset_path
 
-        stages = [*load_filter_config(preset_path("fineweb")).stages, SlowLog(log_path, delay)]
+        stages = [*load_filter_config(preset_path("fineweb")).stages, SlowLog(log_path, delay, hold_after)]
     else:
-        stages = [SlowLog(log_path, delay), ChunkAndFilter(chunk=2)]
+        stages = [SlowLog(log_path, delay, hold_after), ChunkAndFilter(chunk=2)]
     return Pipeline("resume", stages=[
         JsonlReader(input_dir, files_per_partition=1, shard=shard), *stages, JsonlWriter(output_dir),
     ])

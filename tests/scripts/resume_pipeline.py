@@ -2,7 +2,7 @@
 
     python resume_pipeline.py INPUT OUTPUT CHECKPOINT --log CALLS --delay SECONDS [--dask-address tcp://HOST:PORT]
         [--runner NAME --settings JSON] [--fail-once-dir DIR] [--shard INDEX/COUNT]
-        [--completion fused|stateful] [--streaming] [--middle fan-out|language|fineweb]
+        [--completion fused|stateful] [--streaming] [--middle fan-out|language|fineweb] [--hold-after N]
 
 Rerunning the same command resumes: complete partitions are skipped. The
 last line printed is the run summary as JSON.
@@ -33,12 +33,13 @@ def main() -> None:
     parser.add_argument("--streaming", action="store_true", help="run in streaming mode (Beam's --streaming)")
     parser.add_argument("--middle", default="fan-out", choices=["fan-out", "language", "fineweb"],
                         help="the stages between reader and writer (curator_helpers.resume_pipeline)")
+    parser.add_argument("--hold-after", type=int, help="tasks after the first N wait to be killed (SlowLog)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     runner = {"runner": args.runner, **json.loads(args.settings)}
     if args.dask_address:
         runner = {"runner": "dask", "dask_address": args.dask_address}
-    pipeline = resume_pipeline(args.input, args.output, args.log, args.delay, args.shard, args.middle)
+    pipeline = resume_pipeline(args.input, args.output, args.log, args.delay, args.shard, args.middle, args.hold_after)
     if args.fail_once_dir:
         pipeline.stages.insert(1, FailOnce(args.fail_once_dir))
     summary = pipeline.run(checkpoint_path=args.checkpoint, completion=args.completion,
