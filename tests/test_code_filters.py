@@ -44,14 +44,12 @@ from beam_curator.stages.text.filters.heuristic.code import (
 from beam_curator.stages.text.settings import describe
 from beam_curator.tasks import DocumentBatch
 
+sys.path.insert(0, str(Path(__file__).parent / "scripts"))
+from curator_helpers import kept_texts  # noqa: E402
+
 
 def batch(*texts: str) -> DocumentBatch:
     return DocumentBatch(dataset_name="code", data=pa.table({"text": list(texts)}))
-
-
-def kept(document_filter: DocumentFilter, *texts: str) -> list[str]:
-    """The texts ``ScoreFilter`` keeps, in order."""
-    return ScoreFilter(document_filter).process(batch(*texts)).to_pyarrow().column("text").to_pylist()
 
 
 def scores(document_filter: DocumentFilter, *texts: str) -> list:
@@ -94,22 +92,22 @@ def metadata_csv(tmp_path: Path) -> Path:
 def test_python_comments_and_docstrings_count_as_natural_text() -> None:
     commented, bare, all_comments, documented = (
         "# add one\nx = y + 1", "x = y + 1", "# one\n# two and then more", '"""Adds one."""\nx = y + 1')
-    assert kept(PythonCommentToCodeFilter(), commented, bare, all_comments, documented) == [commented, documented]
+    assert kept_texts(PythonCommentToCodeFilter(), commented, bare, all_comments, documented) == [commented, documented]
     # "# add one" (the # counted) and "Adds one." (the quotes not): characters over the whole text.
     assert scores(PythonCommentToCodeFilter(), commented, bare, documented) == [9 / 19, 0.0, 9 / 25]
 
 
 def test_python_comment_ratio_bounds_are_both_kept() -> None:
     text = "# ab\nx = 1"  # 4 of 10 characters
-    assert kept(PythonCommentToCodeFilter(0.4, 0.4), text) == [text]
-    assert kept(PythonCommentToCodeFilter(0.41, 1.0), text) == []
-    assert kept(PythonCommentToCodeFilter(0.0, 0.39), text) == []
+    assert kept_texts(PythonCommentToCodeFilter(0.4, 0.4), text) == [text]
+    assert kept_texts(PythonCommentToCodeFilter(0.41, 1.0), text) == []
+    assert kept_texts(PythonCommentToCodeFilter(0.0, 0.39), text) == []
 
 
 def test_python_that_does_not_parse_and_empty_text_score_zero() -> None:
     """0 for a syntax error as in NeMo Curator; it divides by zero on an empty text."""
     assert scores(PythonCommentToCodeFilter(), "def f(:\n    # lost\n", "") == [0.0, 0.0]
-    assert kept(PythonCommentToCodeFilter(), "def f(:\n    # lost\n", "") == []
+    assert kept_texts(PythonCommentToCodeFilter(), "def f(:\n    # lost\n", "") == []
 
 
 def test_docstrings_are_counted_cleaned_and_only_for_modules_classes_and_plain_functions() -> None:
@@ -122,20 +120,20 @@ def test_general_comments_are_counted_without_their_markers() -> None:
     line, bare, all_comments, block = (
         '// say hi\nputs("hi");', 'puts("hi");', "//only a comment here", '/*\nsay hi\n*/\nputs("hi");')
     cpp = GeneralCommentToCodeFilter("text/x-c++")
-    assert kept(cpp, line, bare, all_comments, block) == [line, block]
+    assert kept_texts(cpp, line, bare, all_comments, block) == [line, block]
     assert scores(cpp, line, block) == [len(" say hi") / len(line), len("\nsay hi\n") / len(block)]
     assert scores(cpp, "// a\n// b") == [len(" a  b") / 9]  # comments joined by a space
 
 
 def test_general_comment_ratio_bounds_are_both_kept() -> None:
     text = "//ab\nx = 1;"  # "ab": 2 of 11 characters
-    assert kept(GeneralCommentToCodeFilter("text/x-c", 2 / 11, 2 / 11), text) == [text]
-    assert kept(GeneralCommentToCodeFilter("text/x-c", 0.19, 1.0), text) == []
+    assert kept_texts(GeneralCommentToCodeFilter("text/x-c", 2 / 11, 2 / 11), text) == [text]
+    assert kept_texts(GeneralCommentToCodeFilter("text/x-c", 0.19, 1.0), text) == []
 
 
 def test_code_the_comment_parser_fails_on_scores_9999_and_empty_text_zero() -> None:
     assert scores(GeneralCommentToCodeFilter("text/x-c"), "/* never closed", "") == [9999.0, 0.0]
-    assert kept(GeneralCommentToCodeFilter("text/x-c", 0.0, 10_000.0), "/* never closed", "") == ["/* never closed", ""]
+    assert kept_texts(GeneralCommentToCodeFilter("text/x-c", 0.0, 10_000.0), "/* never closed", "") == ["/* never closed", ""]
 
 
 def test_a_mime_type_the_comment_parser_does_not_read_is_refused_as_the_filter_is_built() -> None:
@@ -148,7 +146,7 @@ def test_a_mime_type_the_comment_parser_does_not_read_is_refused_as_the_filter_i
 
 def test_number_of_lines_keeps_the_bounds() -> None:
     texts = ["one", "one\ntwo", "one\ntwo\nthree", "one\ntwo\nthree\nfour"]
-    assert kept(NumberOfLinesOfCodeFilter(min_lines=2, max_lines=3), *texts) == texts[1:3]
+    assert kept_texts(NumberOfLinesOfCodeFilter(min_lines=2, max_lines=3), *texts) == texts[1:3]
     assert scores(NumberOfLinesOfCodeFilter(), "", "x\n") == [1, 2]  # newlines plus one
 
 
@@ -158,13 +156,13 @@ def test_tokenizer_fertility_is_characters_per_piece(tokenizer_model: Path) -> N
     expected = [len(text) / len(pieces.encode_as_pieces(text)) for text in texts]
     assert scores(TokenizerFertilityFilter(tokenizer_model), *texts) == expected
     assert expected[0] > 2.5 > expected[1]  # the default keeps English prose and drops the rest
-    assert kept(TokenizerFertilityFilter(tokenizer_model), *texts) == texts[:1]
-    assert kept(TokenizerFertilityFilter(tokenizer_model, min_char_to_token_ratio=expected[1]), *texts) == texts
+    assert kept_texts(TokenizerFertilityFilter(tokenizer_model), *texts) == texts[:1]
+    assert kept_texts(TokenizerFertilityFilter(tokenizer_model, min_char_to_token_ratio=expected[1]), *texts) == texts
 
 
 def test_text_without_pieces_scores_minus_one(tokenizer_model: Path) -> None:
     assert scores(TokenizerFertilityFilter(tokenizer_model), "") == [-1.0]
-    assert kept(TokenizerFertilityFilter(tokenizer_model), "") == []
+    assert kept_texts(TokenizerFertilityFilter(tokenizer_model), "") == []
 
 
 def test_the_tokenizer_path_is_required_and_checked_as_the_filter_is_built(tmp_path: Path) -> None:
@@ -183,13 +181,13 @@ def test_the_tokenizer_path_is_required_and_checked_as_the_filter_is_built(tmp_p
 def test_an_xml_header_within_the_searched_prefix_drops_the_file() -> None:
     header = "<?xml version="
     texts = ["int main() {}", f'{header}"1.0"?>', f"shifted a little {header}", "x" * 86 + header, "x" * 87 + header]
-    assert kept(XMLHeaderFilter(), *texts) == [texts[0], texts[4]]  # the last one's header ends at character 101
-    assert kept(XMLHeaderFilter(char_prefix_search_length=101), texts[4]) == []
+    assert kept_texts(XMLHeaderFilter(), *texts) == [texts[0], texts[4]]  # the last one's header ends at character 101
+    assert kept_texts(XMLHeaderFilter(char_prefix_search_length=101), texts[4]) == []
 
 
 def test_alpha_share_keeps_text_and_drops_symbols() -> None:
     texts = ["plain words only", "{}[]<>;#@!", "mix <>", "a===", "a===="]
-    assert kept(AlphaFilter(), *texts) == ["plain words only", "mix <>", "a==="]  # 1/4 is the default minimum
+    assert kept_texts(AlphaFilter(), *texts) == ["plain words only", "mix <>", "a==="]  # 1/4 is the default minimum
     assert scores(AlphaFilter(), "é1", "\u0915\u093f", "") == [0.5, 1.0, 0.0]  # Unicode Alphabetic; a vowel sign counts
 
 
@@ -207,15 +205,15 @@ SHORT = "<html><body>hello world</body></html>"
 
 
 def test_html_with_little_visible_text_is_boilerplate() -> None:
-    assert kept(HTMLBoilerplateFilter(), PAGE, BOILERPLATE, SHORT) == [PAGE]
+    assert kept_texts(HTMLBoilerplateFilter(), PAGE, BOILERPLATE, SHORT) == [PAGE]
     assert scores(HTMLBoilerplateFilter(), SHORT) == [0.0]  # under 100 visible characters
 
 
 def test_html_visible_text_share_at_the_bounds_and_without_scripts() -> None:
     page = "<p>" + "a" * 100 + "</p>"
     assert scores(HTMLBoilerplateFilter(), page) == [100 / 107]
-    assert kept(HTMLBoilerplateFilter(min_lang_content_ratio=100 / 107), page) == [page]
-    assert kept(HTMLBoilerplateFilter(min_lang_content_num_chars=101), page) == []
+    assert kept_texts(HTMLBoilerplateFilter(min_lang_content_ratio=100 / 107), page) == [page]
+    assert kept_texts(HTMLBoilerplateFilter(min_lang_content_num_chars=101), page) == []
     scripted = "<script>" + "var a = 1; " * 20 + "</script><style>p {}</style><p>short</p>"
     assert scores(HTMLBoilerplateFilter(min_lang_content_num_chars=0), scripted) == [len("short") / len(scripted)]
 
@@ -230,7 +228,7 @@ def test_markup_the_parser_rejects_and_empty_text_score_zero() -> None:
 
 def test_a_short_cpp_file_passes_its_extension_limits(metadata_csv: Path) -> None:
     source = '#include <cstdio>\nint main() {\n    puts("Hi!");\n    return 0;\n}\n'
-    assert kept(PerExtensionFilter("c++", "cpp", metadata_file=metadata_csv), source) == [source]
+    assert kept_texts(PerExtensionFilter("c++", "cpp", metadata_file=metadata_csv), source) == [source]
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -243,7 +241,7 @@ def test_the_longest_line_and_the_alphanumeric_share_limits(metadata_csv: Path) 
     cpp = PerExtensionFilter("c++", "cpp", metadata_file=metadata_csv)  # lines up to 40, alphanumerics from 0.5
     forty, forty_one = "a" * 40, "a" * 41
     half, under_half = "ab;;", "ab;;;"  # 2 of 4, 2 of 5
-    assert kept(cpp, forty, forty_one, half, under_half) == [forty, half]
+    assert kept_texts(cpp, forty, forty_one, half, under_half) == [forty, half]
     assert scores(cpp, forty, forty_one, "") == [1, 0, 0]  # empty: no alphanumeric share, NeMo divides by zero
 
 
@@ -251,22 +249,22 @@ def test_the_mean_line_length_and_letter_share_limits(metadata_csv: Path) -> Non
     cs = PerExtensionFilter("c-sharp", "cs", metadata_file=metadata_csv)  # mean 100 (long lines 1000), letters 0.25
     mean_100, mean_101 = "a" * 100 + "\n" + "a" * 100, "a" * 101 + "\n" + "a" * 101
     letters, too_few = "a1.,", "a1.,."  # 1 of 4, 1 of 5
-    assert kept(cs, mean_100, mean_101, letters, too_few) == [mean_100, letters]
+    assert kept_texts(cs, mean_100, mean_101, letters, too_few) == [mean_100, letters]
 
 
 def test_excluded_rows_unnumbered_cells_and_files_without_extension(metadata_csv: Path) -> None:
-    assert kept(PerExtensionFilter("c++", "h", metadata_file=metadata_csv), "int f();") == []  # Include 0
+    assert kept_texts(PerExtensionFilter("c++", "h", metadata_file=metadata_csv), "int f();") == []  # Include 0
     no_limits = ";" * 2000
-    assert kept(PerExtensionFilter("c++", None, metadata_file=metadata_csv), no_limits, "") == [no_limits, ""]
+    assert kept_texts(PerExtensionFilter("c++", None, metadata_file=metadata_csv), no_limits, "") == [no_limits, ""]
     assembly = PerExtensionFilter("assembly", "asm", metadata_file=metadata_csv)  # no line or letter limit
-    assert kept(assembly, "mov ax, 1 " * 500) == ["mov ax, 1 " * 500]
+    assert kept_texts(assembly, "mov ax, 1 " * 500) == ["mov ax, 1 " * 500]
 
 
 def test_an_extension_without_a_row_drops_every_file_with_one_warning(metadata_csv: Path, caplog) -> None:
     with caplog.at_level(logging.WARNING, logger=code.__name__):
         docker = PerExtensionFilter("c++", "dockerfile", metadata_file=metadata_csv)
     assert "no row for language 'c++' and extension 'dockerfile'" in caplog.text
-    assert kept(docker, "FROM debian", "int main() {}") == []
+    assert kept_texts(docker, "FROM debian", "int main() {}") == []
 
 
 def test_a_dataset_language_name_finds_the_metadata_rows(metadata_csv: Path) -> None:

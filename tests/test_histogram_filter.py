@@ -11,16 +11,15 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent / "scripts"))
+from curator_helpers import kept_texts  # noqa: E402
 from shared_data import MULTILINGUAL, shared_data  # noqa: E402
 
-from beam_curator.stages.text.filters import ScoreFilter  # noqa: E402
 from beam_curator.stages.text.filters.histogram import HistogramFilter  # noqa: E402
 from beam_curator.stages.text.settings import describe  # noqa: E402
-from beam_curator.tasks import DocumentBatch  # noqa: E402
 
 ENGLISH = ["This is a perfectly fine English document.", "But if you insist that this is written in Chinese,",
            "it's likely that something is fishy."]
@@ -55,14 +54,9 @@ def histograms(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def kept(document_filter: HistogramFilter, texts: list[str]) -> list[str]:
-    batch = DocumentBatch(dataset_name="histogram", data=pa.table({"text": texts}))
-    return ScoreFilter(document_filter).process(batch).to_pyarrow().column("text").to_pylist()
-
-
 def test_each_language_keeps_its_own_texts_and_drops_the_other(histograms: Path) -> None:
-    assert kept(HistogramFilter(lang="en", cache_dir=str(histograms)), ENGLISH + CHINESE) == ENGLISH
-    assert kept(HistogramFilter(lang="zh", cache_dir=str(histograms)), ENGLISH + CHINESE) == CHINESE
+    assert kept_texts(HistogramFilter(lang="en", cache_dir=str(histograms)), *ENGLISH, *CHINESE) == ENGLISH
+    assert kept_texts(HistogramFilter(lang="zh", cache_dir=str(histograms)), *ENGLISH, *CHINESE) == CHINESE
 
 
 def test_the_share_must_exceed_the_threshold_and_an_empty_text_is_dropped(tmp_path: Path) -> None:

@@ -9,18 +9,16 @@ import json
 import sys
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
-from curator_helpers import output_rows  # noqa: E402
+from curator_helpers import kept_texts, output_rows  # noqa: E402
 
 from beam_curator import Pipeline  # noqa: E402
 from beam_curator.models import DEFAULT_MODEL, ModelNotFoundError, resolve_model  # noqa: E402
 from beam_curator.stages.io import JsonlReader, JsonlWriter  # noqa: E402
 from beam_curator.stages.text.filters import ScoreFilter  # noqa: E402
 from beam_curator.stages.text.filters.token import TokenCountFilter  # noqa: E402
-from beam_curator.tasks import DocumentBatch  # noqa: E402
 from shared_data import DEBIAN, shared_data  # noqa: E402
 
 TEXTS = ["hello", "hello world", "this is a test", "another test case"]
@@ -33,17 +31,12 @@ class Words:
         return text.split()
 
 
-def kept(document_filter: TokenCountFilter, texts: list[str]) -> list[str]:
-    batch = DocumentBatch(dataset_name="tokens", data=pa.table({"text": texts}))
-    return ScoreFilter(document_filter).process(batch).to_pyarrow().column("text").to_pylist()
-
-
 def test_documents_within_the_bounds_are_kept_both_bounds_included() -> None:
     counting = TokenCountFilter(Words(), min_tokens=2, max_tokens=3)
     assert counting.score_document("another test case") == 3
     assert [counting.keep_document(score) for score in (1, 2, 3, 4)] == [False, True, True, False]
-    assert kept(counting, TEXTS) == ["hello world", "another test case"]
-    assert kept(TokenCountFilter(Words()), TEXTS) == TEXTS, "the defaults keep every document"
+    assert kept_texts(counting, *TEXTS) == ["hello world", "another test case"]
+    assert kept_texts(TokenCountFilter(Words()), *TEXTS) == TEXTS, "the defaults keep every document"
 
 
 def test_the_bundled_models_tokenizer_is_found_by_name_offline_and_counts_special_tokens() -> None:
@@ -54,8 +47,8 @@ def test_the_bundled_models_tokenizer_is_found_by_name_offline_and_counts_specia
     by_name.load_tokenizer()
     assert [by_name.score_document(text) for text in TEXTS] == [len(real.encode(text)) for text in TEXTS]
     assert by_name.score_document("hello") == 3, "[CLS] hello [SEP]"
-    assert kept(by_name, TEXTS) == ["hello", "hello world"]
-    assert kept(TokenCountFilter(real, max_tokens=4), TEXTS) == ["hello", "hello world"], "a loaded tokenizer too"
+    assert kept_texts(by_name, *TEXTS) == ["hello", "hello world"]
+    assert kept_texts(TokenCountFilter(real, max_tokens=4), *TEXTS) == ["hello", "hello world"], "a loaded tokenizer too"
 
 
 @pytest.mark.parametrize("settings, error", [

@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
+import pyarrow as pa
+
 from beam_curator import Pipeline
+from beam_curator.checkpoint import open_store
 from beam_curator.stages import ProcessingStage
 from beam_curator.stages.io import JsonlReader, JsonlWriter
 from beam_curator.stages.io.writer import output_name
+from beam_curator.stages.text.filters import DocumentFilter, ScoreFilter
 from beam_curator.tasks import DocumentBatch, FileGroupTask
 
 SCRIPTS_DIR = Path(__file__).resolve().parent
@@ -61,6 +68,12 @@ def output_rows(folder: Path) -> list[dict]:
     temporary files of an interrupted write are not output)."""
     files = [file for file in folder.glob("*.jsonl") if not file.name.startswith(".")]
     return canonical([json.loads(line) for file in files for line in file.read_text().splitlines()])
+
+
+def kept_texts(document_filter: DocumentFilter, *texts: str) -> list[str]:
+    """The texts a ``ScoreFilter`` of ``document_filter`` keeps, in order."""
+    batch = DocumentBatch(dataset_name="texts", data=pa.table({"text": list(texts)}))
+    return ScoreFilter(document_filter).process(batch).to_pyarrow().column("text").to_pylist()
 
 
 class ChunkAndFilter(ProcessingStage):
@@ -166,12 +179,6 @@ def killed_and_rerun(folder: Path, inputs: Path, files: int, middle: str) -> Non
     """Run ``resume_pipeline.py`` on ``inputs`` (``files`` JSONL files) with ``middle`` once through,
     then again SIGKILLed once a partition is marked, and rerun: the rerun skips the marked partitions,
     completes the rest, and writes what the uninterrupted run wrote."""
-    import signal
-    import subprocess
-    import sys
-
-    from beam_curator.checkpoint import open_store
-
     def command(output: str, delay: float) -> list[str]:
         return [sys.executable, str(SCRIPTS_DIR / "resume_pipeline.py"), str(inputs), str(folder / output),
                 str(folder / f"{output}-ckpt"), "--log", str(folder / f"{output}-{delay}.log"),
