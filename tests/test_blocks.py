@@ -38,7 +38,7 @@ from beam_curator.transforms.progress import read_progress
 from beam_curator.workflows import ExactDeduplicationWorkflow
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
-from curator_helpers import output_rows, scripts_pythonpath  # noqa: E402
+from curator_helpers import data_files, output_rows, scripts_pythonpath  # noqa: E402
 
 
 def partitions(reader: FileReader) -> list[FileGroupTask]:
@@ -219,7 +219,7 @@ def test_a_run_killed_mid_file_resumes_at_the_first_unfinished_block(tmp_path: P
         deadline = time.monotonic() + 90
         # A block's output is written before it is marked, and each thread may be between the two: once
         # 3 + KILLABLE_WORKERS outputs are out, at least three blocks are marked.
-        while len(list((tmp_path / "out").glob("*.jsonl"))) < 3 + KILLABLE_WORKERS:
+        while len(data_files(tmp_path / "out")) < 3 + KILLABLE_WORKERS:
             assert first.poll() is None, (tmp_path / "first.out").read_text()[-3000:]
             assert time.monotonic() < deadline, "no output appeared"
             time.sleep(0.05)
@@ -235,8 +235,7 @@ def test_a_run_killed_mid_file_resumes_at_the_first_unfinished_block(tmp_path: P
     assert len((tmp_path / "second.log").read_text().splitlines()) == 10 - len(marked), "only the unfinished blocks"
     assert output_rows(tmp_path / "out") == output_rows(tmp_path / "reference")
     assert len(output_rows(tmp_path / "out")) == 1000
-    assert sorted(p.name for p in (tmp_path / "out").glob("*.jsonl")) == \
-        sorted(p.name for p in (tmp_path / "reference").glob("*.jsonl"))
+    assert [p.name for p in data_files(tmp_path / "out")] == [p.name for p in data_files(tmp_path / "reference")]
 
 
 def test_exact_dedup_removes_the_same_documents_when_removal_reads_blocks(tmp_path: Path) -> None:

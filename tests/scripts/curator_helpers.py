@@ -63,11 +63,16 @@ def canonical(rows: list[dict]) -> list[dict]:
     return sorted(rows, key=lambda row: json.dumps(row, sort_keys=True))
 
 
+def data_files(folder: Path, pattern: str = "*.jsonl") -> list[Path]:
+    """The files of ``folder`` matching ``pattern``, sorted, without the hidden
+    temporary files a killed write leaves (pathlib's glob matches dotfiles;
+    the readers skip them)."""
+    return sorted(file for file in folder.glob(pattern) if not file.name.startswith("."))
+
+
 def output_rows(folder: Path) -> list[dict]:
-    """Every record written under ``folder``, in canonical order (hidden
-    temporary files of an interrupted write are not output)."""
-    files = [file for file in folder.glob("*.jsonl") if not file.name.startswith(".")]
-    return canonical([json.loads(line) for file in files for line in file.read_text().splitlines()])
+    """Every record written under ``folder``, in canonical order."""
+    return canonical([json.loads(line) for file in data_files(folder) for line in file.read_text().splitlines()])
 
 
 def kept_texts(document_filter: DocumentFilter, *texts: str) -> list[str]:
