@@ -142,7 +142,7 @@ def run_in_order(
         for pipeline, _ in steps:
             check_runs_in_process(pipeline.name, flatten_stages(list(pipeline.stages)))
     silence_library_noise()
-    with stops_unwind_runs(), _reported(steps, map_size):
+    with stops_unwind_runs(), _reported(steps, map_size), _writers_closed(steps):
         return _run_steps(steps, runner, options, progress, worker_start_timeout, map_size, completion,
                           changed_pipeline, runner_settings)
 
@@ -162,6 +162,26 @@ def _reported(steps: list[tuple[Pipeline, str | None]], map_size: int) -> Iterat
             how = stop_signal() or signal.SIGINT
             raise RunInterrupted(_interrupted(steps, map_size, how), how) from (error if verbose() else None)
         raise
+
+
+@contextmanager
+def _writers_closed(steps: list[tuple[Pipeline, str | None]]) -> Iterator[None]:
+    """Once a run has ended or failed, this process lets go of the checkpoints it wrote
+    (``close_writer``). Not after a stop: the runner's threads may still be marking what they
+    finished as the stop unwinds, and the next run in this process closes the writer first."""
+    try:
+        yield
+    except BaseException as error:
+        if not interrupted(error):
+            _close_writers(steps)
+        raise
+    _close_writers(steps)
+
+
+def _close_writers(steps: list[tuple[Pipeline, str | None]]) -> None:
+    for _, checkpoint in steps:
+        if checkpoint is not None:
+            open_store(checkpoint).close_writer()
 
 
 def _interrupted(steps: list[tuple[Pipeline, str | None]], map_size: int, how: int) -> str:

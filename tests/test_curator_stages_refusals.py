@@ -167,6 +167,26 @@ def test_a_second_run_beside_a_running_one_goes_on_and_a_reset_meanwhile_is_refu
     open_store(str(ckpt)).reset()  # both runs ended: nothing holds it now
 
 
+@pytest.mark.parametrize("runner", ["local", "in-process"])
+def test_a_process_that_ran_a_pipeline_lets_go_of_its_checkpoint(tmp_path: Path, runner: str) -> None:
+    """A notebook or service lives on after its runs, ended or failed: the checkpoint is not held as a live
+    run's, and ``beam-curator checkpoint reset`` from a shell goes through without ``--force``."""
+    ckpt = str(tmp_path / "ckpt")
+    Pipeline("copy", stages=[JsonlReader(sample_corpus_path()), JsonlWriter(str(tmp_path / "out"))]).run(
+        ckpt, runner=runner, progress=False)
+    assert open_store(ckpt).status().live_writers == []
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "part.jsonl").write_text('{"text": "fine"}\n{"text": \n')
+    with pytest.raises(CuratorInputError):
+        Pipeline("bad", stages=[JsonlReader(str(tmp_path / "bad")), JsonlWriter(str(tmp_path / "bad-out"))]).run(
+            str(tmp_path / "bad-ckpt"), runner=runner, progress=False)
+    assert open_store(str(tmp_path / "bad-ckpt")).status().live_writers == []
+    reset = subprocess.run([str(Path(sys.executable).parent / "beam-curator"), "checkpoint", "reset", ckpt],
+                           capture_output=True, text=True, timeout=120)
+    assert reset.returncode == 0, reset.stderr[-2000:]
+    assert open_store(ckpt).completed() == set()
+
+
 def test_on_dask_a_later_steps_refusal_comes_before_the_first_step_runs(tmp_path: Path) -> None:
     """Dask runs each step as a pipeline of its own; the second step's refusals still come first."""
     from beam_curator.pipeline import run_in_order

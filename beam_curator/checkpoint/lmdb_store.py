@@ -131,9 +131,11 @@ class _Writer:
                 self._sync()
 
     def close(self) -> None:
-        self.flush()
-        self.env.close()
-        self._lock_file.close()
+        with self.mutex:  # not in the middle of another thread's commit
+            if self.dirty:
+                self._sync()
+            self.env.close()
+            self._lock_file.close()
 
 
 def _delete_prefix(txn: lmdb.Transaction, prefix: bytes) -> None:

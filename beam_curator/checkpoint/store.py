@@ -131,6 +131,12 @@ class CheckpointStore(ABC):
         registry.close(self.metadata_dir)
         self._writer()
 
+    def close_writer(self) -> None:
+        """Close this process's writer (its marks made durable, its lock let go) once its run has ended:
+        a notebook or service that ran a pipeline and lives on would otherwise hold the checkpoint as a
+        live run does, and a reset from a shell would be refused."""
+        registry.close(self.metadata_dir)
+
     def flush(self) -> None:
         """Make this process's recorded marks durable now (called at bundle ends)."""
         registry.flush(self.metadata_dir)
