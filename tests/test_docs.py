@@ -6,10 +6,12 @@
   render from BENCHMARKS.md's tables.
 * Every ```python and ```bash block of every page (``docs/**/*.md``) and of
   README.md runs, page by page: a page's blocks in order in one empty folder of
-  their own, as a reader pastes them one after another; a python block in a
-  fresh interpreter, a bash block with ``bash -euo pipefail``, with this
-  interpreter's ``bin`` first on ``PATH`` (so ``python`` and ``beam-curator``
-  are the ones under test) and ``HF_HUB_OFFLINE=1``.
+  their own, as a reader pastes them one after another into one Python session
+  and one shell (``scripts/run_doc_blocks.py``): a python block in a
+  ``__main__`` of its own, so it imports and defines all it uses, a bash block
+  with ``bash -euo pipefail``, with this interpreter's ``bin`` first on
+  ``PATH`` (so ``python`` and ``beam-curator`` are the ones under test) and
+  ``HF_HUB_OFFLINE=1``.
 * A block that must not run here (a ``pip install`` from an index, a command
   against a cluster the reader owns) says why on the line above its fence:
   ``<!-- not run: REASON -->``. Every other python or bash block runs.
@@ -19,6 +21,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -152,11 +155,16 @@ PAGES_WITH_EXAMPLES = [page for page in PAGES if runnable(page)]
 def test_every_example_of_the_page_runs_as_written(page: Path, tmp_path: Path) -> None:
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env["PATH"]])
-    for block in runnable(page):
-        command = [sys.executable, "-c", block.code] if block.kind == "python" else ["bash", "-euo", "pipefail", "-c", block.code]
-        done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
-        assert done.returncode == 0, (
-            f"{name(page)}:{block.line} ({block.kind}) failed:\n{block.code}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
-        )
+    folder, blocks_file = tmp_path / "reader", tmp_path / "blocks.json"
+    folder.mkdir()
+    examples = runnable(page)
+    blocks_file.write_text(json.dumps([{"page": name(page), "line": block.line, "kind": block.kind, "code": block.code}
+                                       for block in examples]))
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "scripts" / "run_doc_blocks.py"), str(blocks_file)],
+                          cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800)
+    failed = re.search(r"^block at line (\d+) failed$", done.stdout, re.MULTILINE)
+    code = next((block.code for block in examples if failed and block.line == int(failed.group(1))), "")
+    assert done.returncode == 0, f"{name(page)}: {failed.group(0) if failed else 'the runner failed'}:\n{code}\n" \
+                                 f"{done.stdout[-5000:]}"
     if name(page) in OUTPUTS:
-        OUTPUTS[name(page)](tmp_path)
+        OUTPUTS[name(page)](folder)

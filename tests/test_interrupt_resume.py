@@ -24,7 +24,7 @@ from beam_curator.stages.io import JsonlReader
 from beam_curator.tasks import EmptyTask
 
 sys.path.insert(0, str(Path(__file__).parent / "scripts"))
-from curator_helpers import SCRIPTS_DIR, output_rows, resume_pipeline, source_id, write_corpus  # noqa: E402
+from curator_helpers import SCRIPTS_DIR, data_files, output_rows, resume_pipeline, source_id, write_corpus  # noqa: E402
 
 from beam_curator.checkpoint import open_store  # noqa: E402
 
@@ -126,13 +126,13 @@ def test_a_stop_ends_the_run_with_one_line_and_the_signals_exit_status(
     for sig in (signal.SIGTERM, signal.SIGINT):
         status, stopped = STOPS[sig]
         errors = tmp_path / f"stderr-{sig.name}.txt"
-        outputs_before = len(list((tmp_path / "out").glob("*.jsonl")))
+        outputs_before = len(data_files(tmp_path / "out"))
         with errors.open("w") as stderr:
             stopping = subprocess.Popen(run, stdout=subprocess.DEVNULL, stderr=stderr, env=environment,
                                         start_new_session=True)
             deadline = time.monotonic() + 120
             # No mark needed: a stop that keeps nothing new is a valid stop.
-            while len(list((tmp_path / "out").glob("*.jsonl"))) < outputs_before + 2:
+            while len(data_files(tmp_path / "out")) < outputs_before + 2:
                 assert stopping.poll() is None and time.monotonic() < deadline, errors.read_text()[-3000:]
                 time.sleep(0.05)
             os.killpg(stopping.pid, sig)
